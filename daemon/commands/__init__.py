@@ -1,0 +1,1 @@
+"""Sub-commands of the tablesense command line, one module each."""

@@ -1,0 +1,141 @@
+"""Odds as exact rationals, winnings in integer minor units, and commission rounding.
+
+Money is always an ``int`` number of minor units (cents). Odds "25 to 1" are kept as two integers.
+Commission on a Banker win (58 Pa. Code § 631a.8(a)(1); rules.md §1.7: 5 % of the amount won) is
+computed as an exact :class:`fractions.Fraction` and only then rounded to whole minor units by a
+:class:`CommissionRule`, so no float ever touches a payout.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from fractions import Fraction
+
+__all__ = ["CommissionRule", "Odds", "RoundingMode", "round_to_unit", "winnings"]
+
+
+@dataclass(frozen=True, slots=True)
+class Odds:
+    """Payout odds "``pays`` to ``per``" (e.g. 25 to 1): a winning stake S wins S·pays/per.
+
+    Raises:
+        ValueError: a negative ``pays`` or a ``per`` below 1.
+    """
+
+    pays: int
+    per: int = 1
+
+    def __post_init__(self) -> None:
+        if self.pays < 0 or self.per < 1:
+            raise ValueError(f"odds must be N to M with N >= 0 and M >= 1, got {self.pays} to {self.per}")
+
+    @classmethod
+    def parse(cls, text: str) -> Odds:
+        """Read ``"25 to 1"``, ``"25:1"``, ``"25-1"`` or ``"25"``; raise ``ValueError`` otherwise."""
+        m = re.fullmatch(r"\s*(\d{1,6})\s*(?:(?:to|:|-|/)\s*(\d{1,6}))?\s*", text)
+        if not m:
+            raise ValueError(f"not odds: {text!r} (expected e.g. '25 to 1')")
+        return cls(int(m.group(1)), int(m.group(2) or 1))
+
+    @property
+    def ratio(self) -> Fraction:
+        """Winnings per unit staked, exactly."""
+        return Fraction(self.pays, self.per)
+
+    def __str__(self) -> str:
+        return f"{self.pays} to {self.per}"
+
+
+def winnings(stake: int, odds: Odds) -> int:
+    """Winnings (excluding the returned stake) on ``stake`` minor units at ``odds``.
+
+    Casinos pay in whole minor units: a fractional result (only possible for odds like 3 to 2) is
+    rounded down, the house never pays a fraction of a cent.
+
+    Raises:
+        TypeError: ``stake`` is not an ``int``.
+        ValueError: ``stake`` is negative.
+    """
+    _check_stake(stake)
+    return stake * odds.pays // odds.per
+
+
+def _check_stake(stake: int) -> None:
+    if not isinstance(stake, int) or isinstance(stake, bool):
+        raise TypeError(f"stake must be integer minor units, got {type(stake).__name__}")
+    if stake < 0:
+        raise ValueError(f"stake must not be negative, got {stake}")
+
+
+class RoundingMode(Enum):
+    """How an exact amount is brought to a multiple of the rounding unit."""
+
+    HALF_UP = "half_up"
+    """To the nearest unit, halves away from zero (default)."""
+    UP = "up"
+    """Always up (in the house's favour for commission)."""
+    DOWN = "down"
+    """Always down (in the player's favour for commission)."""
+    HALF_EVEN = "half_even"
+    """To the nearest unit, halves to the even multiple."""
+
+
+def round_to_unit(amount: Fraction, unit: int, mode: RoundingMode) -> int:
+    """Round a non-negative exact ``amount`` (minor units) to a multiple of ``unit`` minor units."""
+    if unit < 1:
+        raise ValueError(f"rounding unit must be >= 1 minor unit, got {unit}")
+    q = amount / unit
+    floor = q.numerator // q.denominator
+    rest = q - floor
+    if rest == 0 or mode is RoundingMode.DOWN:
+        n = floor
+    elif mode is RoundingMode.UP or rest > Fraction(1, 2):
+        n = floor + 1
+    elif rest < Fraction(1, 2):
+        n = floor
+    elif mode is RoundingMode.HALF_UP:
+        n = floor + 1
+    else:
+        n = floor + (floor % 2)
+    return n * unit
+
+
+@dataclass(frozen=True, slots=True)
+class CommissionRule:
+    """Commission charged on a winning Banker wager (rules.md §1.7; 58 Pa. Code § 631a.13 vigorish).
+
+    Attributes:
+        rate: exact fraction of the amount won, default 5/100.
+        unit: rounding unit in minor units (1 = cent, 25 = quarter).
+        mode: rounding direction.
+    """
+
+    rate: Fraction = Fraction(5, 100)
+    unit: int = 1
+    mode: RoundingMode = RoundingMode.HALF_UP
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.rate < 1:
+            raise ValueError(f"commission rate must be in [0, 1), got {self.rate}")
+        if self.unit < 1:
+            raise ValueError(f"commission rounding unit must be >= 1, got {self.unit}")
+
+    @classmethod
+    def parse_rate(cls, text: str | int | float) -> Fraction:
+        """Read a rate such as ``"5%"``, ``"0.05"``, ``"1/20"`` or ``5`` (percent) as an exact fraction."""
+        s = str(text).strip()
+        if s.endswith("%"):
+            return Fraction(s[:-1].strip()) / 100
+        value = Fraction(s)
+        return value / 100 if value >= 1 else value
+
+    def commission(self, won: int) -> int:
+        """Commission in minor units on ``won`` minor units of winnings (exact, then rounded)."""
+        _check_stake(won)
+        return round_to_unit(self.rate * won, self.unit, self.mode)
+
+
+NO_COMMISSION = CommissionRule(rate=Fraction(0))
+"""EZ Baccarat takes no commission (58 Pa. Code § 627a.1, "EZ Baccarat")."""

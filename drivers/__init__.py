@@ -1,0 +1,1 @@
+"""Device drivers: protocol codecs (bytes to typed events) and transports (serial, TCP, USB)."""

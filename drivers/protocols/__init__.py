@@ -1,0 +1,1 @@
+"""Protocol codecs: bytes to typed device events and back, registered by name."""

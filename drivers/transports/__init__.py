@@ -1,0 +1,1 @@
+"""Transports: serial paths, pyserial URLs (socket://, rfc2217://) and USB."""

@@ -1,0 +1,1 @@
+"""Hardware simulators: virtual shoe, bet-sensor pads, capture and replay."""
