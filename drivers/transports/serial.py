@@ -1,0 +1,147 @@
+"""Serial device paths and ``socket://`` URLs through pyserial + pyserial-asyncio-fast.
+
+* Device paths (``/dev/ttyUSB0``, ``/dev/serial/by-id/...``, a udev symlink, a pseudo-terminal) are
+  opened by pyserial in an executor thread (pyserial-asyncio-fast ``create_serial_connection``; never
+  the blocking open on the event loop -- ecosystem.md §11 pitfall 19) with ``exclusive=True`` (flock), so
+  a second reader fails fast with "busy" instead of both receiving half the bytes (ecosystem.md §2.4).
+* ``socket://host:port`` (a serial device server in raw TCP mode): pyserial-asyncio-fast special-cases it
+  and uses ``loop.create_connection``.
+
+How an unplug shows up (ecosystem.md §2.3): pyserial raises ``SerialException`` ("device reports
+readiness to read but returned no data" or "read failed: [Errno 5]"); pyserial-asyncio-fast closes the
+port and calls ``connection_lost(exc)``; a TCP peer closing gives ``connection_lost(None)``. Both become
+:class:`~drivers.transports.base.LinkLost` on the next :meth:`SerialLink.read`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import urllib.parse
+
+import serial
+import serial_asyncio_fast
+
+from drivers.transports.base import LinkLost, OpenError, describe_os_error
+
+__all__ = ["SerialLink", "open_serial"]
+
+_CLOSE_TIMEOUT = 5.0
+
+
+class _Pipe(asyncio.Protocol):
+    """asyncio protocol that queues received chunks and the loss of the connection, in order."""
+
+    def __init__(self) -> None:
+        self.chunks: asyncio.Queue[bytes | LinkLost] = asyncio.Queue()
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        if data:
+            self.chunks.put_nowait(bytes(data))
+
+    def eof_received(self) -> bool:
+        return False  # close our side too: a TCP device server hung up
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        cause = _lost_cause(exc)
+        self.chunks.put_nowait(LinkLost(cause))
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+
+def _lost_cause(exc: BaseException | None) -> str:
+    if exc is None:
+        return "connection closed by the far end"
+    text = str(exc)
+    if "readiness to read but returned no data" in text or "[Errno 5]" in text:
+        return "device disconnected (read returned no data / I/O error)"
+    return text or type(exc).__name__
+
+
+class SerialLink:
+    """An open serial port or ``socket://`` connection (see module docstring). Made by :func:`open_serial`."""
+
+    def __init__(self, transport: asyncio.BaseTransport, pipe: _Pipe, description: str) -> None:
+        self._transport = transport
+        self._pipe = pipe
+        self.description = description
+        self._lost: LinkLost | None = None
+
+    async def read(self) -> bytes:
+        """Next chunk of received bytes; raises :class:`LinkLost` once the port is gone. Cancel-safe."""
+        if self._lost is not None:
+            raise self._lost
+        item = await self._pipe.chunks.get()
+        if isinstance(item, LinkLost):
+            self._lost = item
+            raise item
+        return item
+
+    async def write(self, data: bytes) -> None:
+        """Queue host-to-device bytes. Raises :class:`LinkLost` if the port is closing (writes would be
+        silently dropped by the transport -- ecosystem.md §11 pitfall 21)."""
+        if self._lost is not None or self._transport.is_closing():
+            raise LinkLost(self._lost.cause if self._lost else "port is closing")
+        assert isinstance(self._transport, asyncio.WriteTransport)
+        self._transport.write(data)
+
+    async def close(self) -> None:
+        """Close the port and wait until pyserial has released it (so the flock is gone before a reopen)."""
+        if not self._transport.is_closing():
+            self._transport.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._pipe.lost), _CLOSE_TIMEOUT)
+
+
+def _open_error(url: str, exc: BaseException) -> OpenError:
+    err = getattr(exc, "errno", None)
+    text = str(exc)
+    if err is None:
+        # pyserial wraps some failures without errno ("Could not configure port: (25, ...)").
+        m = re.search(r"\((\d+),", text) or re.search(r"\[Errno (\d+)\]", text)
+        err = int(m.group(1)) if m else None
+    if "Could not exclusively lock" in text:
+        return OpenError(url, "busy: locked by another process (another tablesense or a terminal?)", "busy")
+    cause, kind = describe_os_error(err, text or type(exc).__name__)
+    return OpenError(url, cause, kind)
+
+
+async def open_serial(url: str, *, baud: int = 9600, open_timeout: float = 10.0) -> SerialLink:
+    """Open a device path or ``socket://host:port`` and return a :class:`SerialLink`.
+
+    ``baud`` is the line speed in bits per second (ignored by ``socket://``; the device server's own
+    setting applies). Raises :class:`OpenError` with a short cause ("no such device", "permission denied",
+    "busy: locked by another process", "connection refused", "timed out", ...).
+    """
+    loop = asyncio.get_running_loop()
+    parsed = urllib.parse.urlparse(url)
+    is_socket = parsed.scheme == "socket"
+    if is_socket:
+        if not parsed.hostname or parsed.port is None:
+            raise OpenError(url, "socket:// URL needs host:port", "bad_url")
+        description = f"tcp {parsed.hostname}:{parsed.port}"
+    else:
+        description = f"serial {url} @ {baud}"
+    kwargs: dict[str, object] = {"baudrate": baud}
+    if not is_socket:
+        kwargs["exclusive"] = True
+    pipe: _Pipe | None = None
+
+    def factory() -> _Pipe:
+        nonlocal pipe
+        pipe = _Pipe()
+        return pipe
+
+    try:
+        async with asyncio.timeout(open_timeout):
+            transport, _ = await serial_asyncio_fast.create_serial_connection(loop, factory, url, **kwargs)
+    except TimeoutError as exc:
+        raise OpenError(url, f"timed out after {open_timeout:g} s", "timeout") from exc
+    except (OSError, serial.SerialException) as exc:
+        raise _open_error(url, exc) from exc
+    except ValueError as exc:  # bad baud rate or URL options
+        raise OpenError(url, str(exc), "bad_url") from exc
+    assert pipe is not None
+    return SerialLink(transport, pipe, description)
