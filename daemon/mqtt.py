@@ -1,0 +1,575 @@
+"""MQTT publishing for one table: connection settings, the topic map, and the outbox relay.
+
+The relay is the only publisher of journaled messages. It reads the journal's outbox in row order and
+publishes each row at its QoS with one message in flight, and marks a row delivered only after the broker
+acknowledged it (PUBACK). Data flows one way (design.md "The flow"): the machine's emits are journaled
+before anything is published, so a broker outage or a restart never loses a message; after a reconnect
+the relay starts again from the first undelivered row, with the same ``msg_id`` (issue 5).
+
+aiomqtt 2.5.1 specifics handled here (ecosystem.md §1, §11):
+
+* a fresh client object per connection attempt, fixed client id, MQTT v5 with ``clean_start=False`` set
+  explicitly and a Session Expiry Interval (pitfall 1), falling back to MQTT 3.1.1 with
+  ``clean_session=False`` when the broker refuses v5 (CONNACK 0x84 / 1, e.g. amqtt);
+* a v5 PUBACK with a reason code >= 0x80 (e.g. 0x87 Not authorized from a Mosquitto ACL) is reported by
+  :class:`PublishRejected`, not taken for success (pitfall 2): aiomqtt 2.x drops the reason code, so
+  :class:`_AckClient` records it from paho's ``on_publish`` (callback API v2), which carries it;
+* in-flight publishes are not failed on disconnect (pitfall 3), so every publish has its own timeout;
+* reconnect with exponential backoff and full jitter; the retained ``status`` topic carries
+  ``online``/``offline`` and is also the MQTT will (pitfall 15); retained state is republished from the
+  journal on every reconnect, and the command subscription is renewed.
+
+Commands arrive on ``{prefix}/{table}/cmd/{name}`` and are answered ``{"ok": bool, "reason": str}`` on the
+MQTT v5 Response Topic with the request's Correlation Data (OASIS MQTT 5.0 §4.10). A 3.1.1 client may
+instead put ``"response_topic"`` and ``"correlation_data"`` in the JSON request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import random
+import ssl
+import stat
+import time
+import tomllib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiomqtt
+import paho.mqtt.client as paho
+from aiomqtt.exceptions import MqttConnectError
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
+
+from daemon.logging import get_logger
+
+__all__ = [
+    "CHANNEL_TOPICS",
+    "MAX_COMMAND_BYTES",
+    "CommandRejected",
+    "CommandRequest",
+    "CredentialsError",
+    "MqttSettings",
+    "OutboxJournal",
+    "OutboxRowLike",
+    "PublishRejected",
+    "Relay",
+    "Topics",
+    "load_credentials",
+    "parse_command",
+    "tls_context",
+]
+
+log = get_logger(component="mqtt")
+
+CHANNEL_TOPICS: dict[str, str] = {
+    "status": "status",
+    "round": "round",
+    "results": "results",
+    "settlements": "settlements",
+    "alarms": "alarms",
+    "device": "devices",
+    "devices": "devices",
+    "floor_rounds": "floor/rounds",
+    "floor/rounds": "floor/rounds",
+}
+"""Outbox channel name (the machine's ``Channel`` value, lower case) -> topic suffix under the table."""
+
+MAX_COMMAND_BYTES = 4096
+"""Largest accepted command payload (issue 6: inputs are bounded)."""
+
+_UNSUPPORTED_PROTOCOL = (0x84, 1)
+"""CONNACK codes meaning "this broker does not speak MQTT v5" (v5 0x84; 3.1.1 code 1)."""
+
+
+class CredentialsError(Exception):
+    """The MQTT credentials file is missing, malformed or readable by other users (one-line message)."""
+
+
+class PublishRejected(aiomqtt.MqttError):
+    """The broker answered a publish with a negative acknowledgement (MQTT v5 reason code >= 0x80).
+
+    ``reason`` is paho's :class:`ReasonCode` (e.g. 0x87 Not authorized). The row stays undelivered.
+    """
+
+    def __init__(self, topic: str, reason: ReasonCode) -> None:
+        super().__init__(f"broker refused publish to {topic}: [0x{reason.value:02x}] {reason}")
+        self.topic = topic
+        self.reason = reason
+
+
+class CommandRejected(ValueError):
+    """A command request that cannot be parsed; ``str(exc)`` is the reason sent back to the requester."""
+
+
+@dataclass(frozen=True, slots=True)
+class MqttSettings:
+    """Everything needed to reach the broker for one table.
+
+    ``protocol``: ``"5"`` (MQTT v5, falling back to 3.1.1 when the broker refuses v5), ``"3.1.1"``.
+    ``session_expiry``: seconds the broker keeps our session (and queued QoS 1 messages) while we are
+    away. ``backoff_min``/``backoff_max``: reconnect delay bounds in seconds (exponential, full jitter).
+    ``publish_timeout``: seconds to wait for a PUBACK before the connection is considered dead.
+    TLS: ``ca_file`` enables TLS with server verification; ``cert_file``/``key_file`` add a client
+    certificate. ``credentials_file``: TOML with ``username`` and ``password``, not world-readable.
+    """
+
+    host: str
+    port: int
+    table: str
+    client_id: str
+    prefix: str = "tablesense"
+    protocol: str = "5"
+    keepalive: int = 15
+    session_expiry: int = 7 * 24 * 3600
+    backoff_min: float = 0.2
+    backoff_max: float = 30.0
+    publish_timeout: float = 10.0
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    credentials_file: str | None = None
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+
+
+def load_credentials(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """Read ``(username, password)`` from a TOML credentials file.
+
+    The file must not be readable or writable by "other" (mode ``o-rwx``; issue 6, "credentials read from
+    a file that must not be world-readable"). Raises :class:`CredentialsError` with one line naming the
+    file and what is wrong (missing, world-readable with its mode, bad TOML, missing key).
+    """
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise CredentialsError(f"credentials file {p}: {exc.strerror or exc}") from None
+    if st.st_mode & (stat.S_IROTH | stat.S_IWOTH):
+        raise CredentialsError(
+            f"credentials file {p} is accessible by other users (mode {stat.S_IMODE(st.st_mode):04o}); "
+            f"run: chmod o-rwx {p}")
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise CredentialsError(f"credentials file {p}: {exc}") from None
+    user, password = data.get("username"), data.get("password")
+    if not isinstance(user, str) or not user:
+        raise CredentialsError(f"credentials file {p}: 'username' missing or not a string")
+    if not isinstance(password, str):
+        raise CredentialsError(f"credentials file {p}: 'password' missing or not a string")
+    return user, password
+
+
+def tls_context(ca_file: str, cert_file: str | None = None, key_file: str | None = None) -> ssl.SSLContext:
+    """A client TLS context that verifies the broker against ``ca_file`` (hostname checked).
+
+    With ``cert_file`` (and ``key_file`` unless the key is in the same PEM) a client certificate is
+    presented. Raises :class:`CredentialsError` naming the file that cannot be loaded.
+    """
+    try:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise CredentialsError(f"TLS CA file {ca_file}: {exc}") from None
+    if cert_file:
+        try:
+            ctx.load_cert_chain(cert_file, key_file or None)
+        except (OSError, ssl.SSLError) as exc:
+            raise CredentialsError(f"TLS client certificate {cert_file}: {exc}") from None
+    return ctx
+
+
+class Topics:
+    """The topic map of one table under ``{prefix}/{table}/`` (issue 4, "MQTT").
+
+    ``status`` (retained availability, also the will), ``round`` (retained), ``results``,
+    ``settlements``, ``alarms``, ``devices/{name}`` (retained), ``floor/rounds``, and commands on
+    ``cmd/{name}``.
+    """
+
+    def __init__(self, prefix: str, table: str) -> None:
+        self.base = f"{prefix.rstrip('/')}/{table}"
+        self.status = f"{self.base}/status"
+        self.cmd_filter = f"{self.base}/cmd/+"
+        self._cmd_prefix = f"{self.base}/cmd/"
+
+    def for_channel(self, channel: str, device: str | None = None) -> str:
+        """Topic for an outbox row of ``channel`` (raises ``KeyError`` for an unknown channel)."""
+        suffix = CHANNEL_TOPICS[channel.lower()]
+        if suffix == "devices":
+            return f"{self.base}/devices/{device or 'unknown'}"
+        return f"{self.base}/{suffix}"
+
+    def public_filters(self) -> list[str]:
+        """Subscription filters for every topic signage may read (everything but ``floor/`` and ``cmd/``)."""
+        return [f"{self.base}/{s}" for s in ("status", "round", "results", "settlements", "alarms")] + [
+            f"{self.base}/devices/+"]
+
+    def command_name(self, topic: str) -> str | None:
+        """The command name of a ``cmd/{name}`` topic, else ``None``."""
+        if topic.startswith(self._cmd_prefix):
+            name = topic[len(self._cmd_prefix):]
+            return name if name and "/" not in name else None
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRequest:
+    """A parsed command: ``name`` (from the topic), ``args`` (JSON object), ``operator`` identity."""
+
+    name: str
+    args: dict[str, Any]
+    operator: str
+    response_topic: str | None = None
+    correlation_data: bytes | None = None
+
+
+def parse_command(name: str, payload: bytes) -> CommandRequest:
+    """Parse a command request body ``{"operator": str, "args": {...}}`` (``args`` optional).
+
+    MQTT 3.1.1 requesters (no v5 properties) may add ``"response_topic"`` and ``"correlation_data"``.
+
+    Pure. Raises :class:`CommandRejected` (the reason to send back) for an oversize payload (more than
+    :data:`MAX_COMMAND_BYTES`), non-UTF-8 or non-JSON bodies, a non-object body, a missing or empty
+    ``operator`` (every command carries the operator's identity, issue 6), or non-object ``args``.
+    """
+    if len(payload) > MAX_COMMAND_BYTES:
+        raise CommandRejected(f"command payload too large ({len(payload)} > {MAX_COMMAND_BYTES} bytes)")
+    if not name or len(name) > 64 or not all(c.isalnum() or c in "_-" for c in name):
+        raise CommandRejected(f"invalid command name {name[:64]!r}")
+    try:
+        body = json.loads(payload.decode("utf-8")) if payload else {}
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CommandRejected(f"command payload is not JSON: {str(exc)[:120]}") from None
+    if not isinstance(body, dict):
+        raise CommandRejected("command payload must be a JSON object")
+    operator = body.get("operator")
+    if not isinstance(operator, str) or not operator.strip():
+        raise CommandRejected("command needs an 'operator' (non-empty string)")
+    args = body.get("args", {})
+    if not isinstance(args, dict):
+        raise CommandRejected("command 'args' must be a JSON object")
+    reply_to = body.get("response_topic")
+    corr = body.get("correlation_data")
+    return CommandRequest(name=name, args=args, operator=operator.strip()[:128],
+                          response_topic=reply_to if isinstance(reply_to, str) and reply_to else None,
+                          correlation_data=corr.encode() if isinstance(corr, str) else None)
+
+
+class OutboxRowLike(Protocol):
+    """What the relay needs of a journal outbox row (``daemon.journal.OutboxRow``)."""
+
+    @property
+    def row_id(self) -> int: ...
+    @property
+    def msg_id(self) -> str: ...
+    @property
+    def channel(self) -> Any: ...
+    @property
+    def device(self) -> str | None: ...
+    @property
+    def payload(self) -> bytes: ...
+    @property
+    def retain(self) -> bool: ...
+    @property
+    def qos(self) -> int: ...
+
+
+class OutboxJournal(Protocol):
+    """What the relay needs of the journal (``daemon.journal.Journal``)."""
+
+    def pending(self, limit: int, after_row: int) -> Sequence[OutboxRowLike]: ...
+    def mark_delivered(self, row_id: int) -> None: ...
+    def retained_latest(self) -> Sequence[OutboxRowLike]: ...
+
+
+CommandHandler = Callable[[CommandRequest], Awaitable[tuple[bool, str]]]
+"""Called for each command; returns ``(ok, reason)`` once the command is journaled and applied."""
+
+
+def _props(packet_type: int) -> Properties:
+    return Properties(packet_type)  # type: ignore[no-untyped-call]
+
+
+def _channel_name(channel: Any) -> str:
+    value = getattr(channel, "value", channel)
+    return str(value).lower()
+
+
+class _AckClient(aiomqtt.Client):
+    """aiomqtt 2.5.1 client that keeps the MQTT v5 PUBACK reason code of each publish.
+
+    aiomqtt's ``_on_publish`` ignores ``reason_code`` (ecosystem.md §1.4); paho's callback API v2 passes
+    it, so this subclass records it by packet id and :meth:`publish_acked` raises
+    :class:`PublishRejected` for codes >= 0x80. Relies on aiomqtt 2.x internals (``_client``,
+    ``_pending_call``, ``_pending_publishes``, ``_wait_for``); pinned ``aiomqtt>=2.5.1,<3`` and covered by
+    tests against a Mosquitto ACL.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._ack_reasons: dict[int, ReasonCode] = {}
+        self._client.connect_timeout = 3.0
+
+    def _on_publish(self, client: paho.Client, userdata: Any, mid: int, reason_code: ReasonCode,
+                    properties: Properties) -> None:
+        if len(self._ack_reasons) > 4096:
+            self._ack_reasons.clear()
+        self._ack_reasons[mid] = reason_code
+        super()._on_publish(client, userdata, mid, reason_code, properties)
+
+    async def publish_acked(self, topic: str, payload: bytes, qos: int, retain: bool,
+                            properties: Properties | None, timeout: float) -> None:
+        """Publish and wait for the acknowledgement; raise on a negative one.
+
+        Raises ``aiomqtt.MqttCodeError`` when paho cannot queue the message (e.g. not connected),
+        ``aiomqtt.MqttError`` on timeout, :class:`PublishRejected` on a PUBACK reason code >= 0x80.
+        """
+        info = self._client.publish(topic, payload, qos, retain, properties)
+        if info.rc != paho.MQTT_ERR_SUCCESS:
+            raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
+        if not info.is_published():
+            confirmation = asyncio.Event()
+            with self._pending_call(info.mid, confirmation, self._pending_publishes):
+                await self._wait_for(confirmation.wait(), timeout=timeout)
+        reason = self._ack_reasons.pop(info.mid, None)
+        if reason is not None and reason.is_failure:
+            raise PublishRejected(topic, reason)
+
+
+def _publish_properties(v5: bool) -> Properties | None:
+    if not v5:
+        return None
+    props = _props(PacketTypes.PUBLISH)
+    props.ContentType = "application/json"
+    props.PayloadFormatIndicator = 1
+    return props
+
+
+class Relay:
+    """Publishes the journal's outbox, answers commands, and keeps the table's availability topic.
+
+    ``settings``: :class:`MqttSettings`. ``journal``: :class:`OutboxJournal`. ``status_payload(state)``:
+    the retained status JSON for ``"online"``/``"offline"`` (also used as the will). ``on_command``: see
+    :data:`CommandHandler` (``None`` -> commands are refused). Call :meth:`notify` after every journal
+    append; run :meth:`run` as a task; :meth:`stop` publishes ``offline`` (when connected) and returns
+    within ``stop_timeout`` seconds, also while a reconnect is backing off.
+
+    Attributes read by the app and tests: ``connected`` (bool), ``delivered`` (rows marked delivered),
+    ``rejected`` (negative acknowledgements seen), ``connects`` (successful connections), ``protocol``
+    (``"5"`` or ``"3.1.1"`` in use).
+    """
+
+    def __init__(self, settings: MqttSettings, journal: OutboxJournal,
+                 status_payload: Callable[[str], bytes], on_command: CommandHandler | None = None,
+                 tls: ssl.SSLContext | None = None, batch: int = 256, retry_rejected_after: float = 30.0,
+                 ) -> None:
+        self.settings = settings
+        self.topics = Topics(settings.prefix, settings.table)
+        self._journal = journal
+        self._status_payload = status_payload
+        self._on_command = on_command
+        self._tls = tls
+        self._batch = batch
+        self._retry_rejected_after = retry_rejected_after
+        self._wakeup = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._client: _AckClient | None = None
+        self._command_tasks: set[asyncio.Task[None]] = set()
+        self.protocol = "3.1.1" if settings.protocol.startswith("3") else "5"
+        self.connected = False
+        self.delivered = 0
+        self.rejected = 0
+        self.connects = 0
+
+    # -- public API ---------------------------------------------------------------------------------
+    def notify(self) -> None:
+        """Wake the relay: new rows were appended to the outbox."""
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        """Connect, publish, reconnect with backoff, until :meth:`stop`. Never raises ``MqttError``."""
+        backoff = self.settings.backoff_min
+        while not self._stopping.is_set():
+            v5 = self.protocol == "5"
+            client = self._make_client(v5)
+            self._client = client
+            try:
+                async with client:
+                    self.connected = True
+                    self.connects += 1
+                    backoff = self.settings.backoff_min
+                    log.info("mqtt_connected", host=self.settings.host, port=self.settings.port,
+                             protocol=self.protocol, client_id=self.settings.client_id)
+                    await self._session(client, v5)
+            except MqttConnectError as exc:
+                code = getattr(exc.rc, "value", exc.rc)
+                if v5 and self.settings.protocol == "5" and code in _UNSUPPORTED_PROTOCOL:
+                    log.warning("mqtt_v5_refused_falling_back", code=code)
+                    self.protocol = "3.1.1"
+                    continue
+                log.warning("mqtt_connect_refused", error=str(exc))
+            except aiomqtt.MqttError as exc:
+                if not self._stopping.is_set():
+                    log.warning("mqtt_disconnected", error=str(exc))
+            finally:
+                self.connected = False
+                self._client = None
+            if self._stopping.is_set():
+                break
+            delay = random.uniform(backoff / 2, backoff)
+            backoff = min(backoff * 2, self.settings.backoff_max)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), timeout=delay)
+
+    async def stop(self, task: asyncio.Task[None] | None = None, stop_timeout: float = 3.0) -> None:
+        """Stop publishing: finish the current publish briefly, publish ``offline``, disconnect.
+
+        ``task``: the task running :meth:`run`, awaited (and cancelled after ``stop_timeout`` seconds).
+        """
+        self._stopping.set()
+        self._wakeup.set()
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout=stop_timeout)
+        except TimeoutError:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
+                await task
+        except aiomqtt.MqttError:
+            pass
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _make_client(self, v5: bool) -> _AckClient:
+        s = self.settings
+        will_props = None
+        connect_props = None
+        if v5:
+            will_props = _props(PacketTypes.WILLMESSAGE)
+            will_props.ContentType = "application/json"
+            connect_props = _props(PacketTypes.CONNECT)
+            connect_props.SessionExpiryInterval = s.session_expiry
+        will = aiomqtt.Will(self.topics.status, self._status_payload("offline"), qos=1, retain=True,
+                            properties=will_props)
+        kwargs: dict[str, Any] = {}
+        if v5:
+            kwargs.update(protocol=aiomqtt.ProtocolVersion.V5, clean_start=False, properties=connect_props)
+        else:
+            kwargs.update(protocol=aiomqtt.ProtocolVersion.V311, clean_session=False)
+        return _AckClient(
+            s.host, s.port, identifier=s.client_id, username=s.username, password=s.password,
+            will=will, keepalive=s.keepalive, timeout=s.publish_timeout, tls_context=self._tls,
+            max_inflight_messages=1, **kwargs)
+
+    async def _publish(self, client: _AckClient, topic: str, payload: bytes, qos: int, retain: bool,
+                       timeout: float | None = None) -> None:
+        await client.publish_acked(topic, payload, qos, retain, _publish_properties(self.protocol == "5"),
+                                   timeout=self.settings.publish_timeout if timeout is None else timeout)
+
+    async def _session(self, client: _AckClient, v5: bool) -> None:
+        await client.subscribe(self.topics.cmd_filter, qos=1)
+        await self._publish(client, self.topics.status, self._status_payload("online"), 1, True)
+        for row in self._journal.retained_latest():
+            await self._publish_row(client, row, mark=False)
+        listener = asyncio.create_task(self._listen(client, v5), name="mqtt-commands")
+        drain = asyncio.create_task(self._drain(client), name="mqtt-outbox")
+        try:
+            done, _ = await asyncio.wait({listener, drain}, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                t.result()  # re-raise MqttError from whichever ended first
+        finally:
+            for t in (listener, drain):
+                t.cancel()
+            for t in (listener, drain):
+                with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
+                    await t
+        if self._stopping.is_set():
+            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                await self._publish(client, self.topics.status, self._status_payload("offline"), 1, True,
+                                    timeout=1.0)
+                log.info("mqtt_offline_published")
+
+    async def _publish_row(self, client: _AckClient, row: OutboxRowLike, mark: bool = True) -> bool:
+        topic = self.topics.for_channel(_channel_name(row.channel), row.device)
+        try:
+            await self._publish(client, topic, bytes(row.payload), max(row.qos, 0), bool(row.retain))
+        except PublishRejected as exc:
+            self.rejected += 1
+            log.error("mqtt_publish_rejected", topic=topic, msg_id=row.msg_id, row=row.row_id,
+                      reason=str(exc.reason), code=exc.reason.value)
+            return False
+        if mark:
+            self._journal.mark_delivered(row.row_id)
+            self.delivered += 1
+        return True
+
+    async def _drain(self, client: _AckClient) -> None:
+        """Publish undelivered rows in row order, one in flight, until stopping."""
+        after = 0
+        retry_at = math.inf
+        while not self._stopping.is_set():
+            if time.monotonic() >= retry_at:
+                after, retry_at = 0, math.inf
+            self._wakeup.clear()
+            rows = self._journal.pending(self._batch, after)
+            if not rows:
+                timeout = None if retry_at == math.inf else max(0.0, retry_at - time.monotonic())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
+                continue
+            for row in rows:
+                if self._stopping.is_set():
+                    return
+                ok = await self._publish_row(client, row)
+                after = row.row_id
+                if not ok and retry_at == math.inf:
+                    retry_at = time.monotonic() + self._retry_rejected_after
+
+    async def _listen(self, client: _AckClient, v5: bool) -> None:
+        async for message in client.messages:
+            name = self.topics.command_name(str(message.topic))
+            if name is None:
+                continue
+            payload = message.payload if isinstance(message.payload, bytes | bytearray) else str(
+                message.payload or "").encode()
+            task = asyncio.create_task(self._answer(client, name, bytes(payload), message.properties))
+            self._command_tasks.add(task)
+            task.add_done_callback(self._command_tasks.discard)
+
+    async def _answer(self, client: _AckClient, name: str, payload: bytes, props: Properties | None) -> None:
+        response_topic = getattr(props, "ResponseTopic", None) if props is not None else None
+        correlation = getattr(props, "CorrelationData", None) if props is not None else None
+        try:
+            request = parse_command(name, payload)
+            if response_topic is None:
+                response_topic, correlation = request.response_topic, request.correlation_data
+            if self._on_command is None:
+                ok, reason = False, "this daemon accepts no commands"
+            else:
+                ok, reason = await self._on_command(request)
+        except CommandRejected as exc:
+            ok, reason = False, str(exc)
+        except Exception as exc:  # a command must never take the relay down
+            log.exception("command_failed", command=name)
+            ok, reason = False, f"internal error: {type(exc).__name__}"
+        log.info("command_answered", command=name, ok=ok, reason=reason)
+        if not isinstance(response_topic, str) or not response_topic:
+            return
+        props_out: Properties | None = None
+        if self.protocol == "5":
+            props_out = _props(PacketTypes.PUBLISH)
+            props_out.ContentType = "application/json"
+            if correlation is not None:
+                props_out.CorrelationData = bytes(correlation)
+        body = json.dumps({"ok": ok, "reason": reason, "command": name}).encode()
+        with contextlib.suppress(aiomqtt.MqttError):
+            await client.publish_acked(response_topic, body, 1, False, props_out,
+                                       timeout=self.settings.publish_timeout)
