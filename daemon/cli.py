@@ -16,6 +16,7 @@ from collections.abc import Sequence
 COMMANDS: tuple[str, ...] = (
     "settle",
     "analyze",
+    "check_config",
 )
 """Modules of :mod:`daemon.commands`, in the order ``--help`` lists them."""
 

@@ -1,0 +1,517 @@
+"""The table configuration: one TOML file per table, decoded strictly into frozen msgspec Structs.
+
+``load_config(path)`` / ``parse_config(text)`` return a :class:`TableConfig` or raise
+:class:`ConfigError`, whose message is ONE line naming the key, e.g. ``unknown key: mqtt.hots``,
+``spots.7: mapped twice (also spots.3)``, ``wagers.dragon_7: not offered in baccarat (only ez-baccarat)``,
+``wagers.perfect_pairs.paytable: '25-12-5' is allowed with 8 decks only, not 6 (...)``.
+
+Validation (issue 4): unknown keys, wrong types, a paytable the regulations do not allow for the deck
+count (checked by the rules modules' own ``from_names``), a wager the game does not offer, a spot
+mapped twice, limits, seats, devices, and the file size (at most :data:`MAX_CONFIG_BYTES`). The key
+reference is docs/configuration.md; examples for every game are in deploy/examples/.
+
+Pure apart from :func:`load_config` reading the file.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from daemon.rules.errors import RulesError
+from daemon.rules.games import GAMES, get_game
+from daemon.rules.money import CommissionRule, RoundingMode
+from daemon.rules.settlement import Bet, Hand
+
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "BlackjackConfig",
+    "BurnConfig",
+    "CommissionConfig",
+    "ConfigError",
+    "DeviceConfig",
+    "JournalConfig",
+    "MqttConfig",
+    "RoundConfig",
+    "SpotConfig",
+    "TableConfig",
+    "TlsConfig",
+    "UthConfig",
+    "WagerConfig",
+    "load_config",
+    "parse_config",
+]
+
+MAX_CONFIG_BYTES = 1 << 20
+"""A config file larger than 1 MiB is refused (issue 6: bounded inputs)."""
+
+_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+"""Table, seat, spot and device ids: safe inside an MQTT topic level (no ``/``, ``+``, ``#``)."""
+
+_HAND_BETS = frozenset({Bet.PERFECT_PAIRS, Bet.DRAGON_BONUS})
+"""Baccarat wagers placed on one hand (§ 627c.1; § 631a.8(a)(4))."""
+
+
+class ConfigError(ValueError):
+    """The configuration is not usable; ``str()`` is one line naming the key."""
+
+
+class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    pass
+
+
+class CommissionConfig(_Strict, frozen=True):
+    """Banker commission (standard baccarat; rules.md §1.7, § 631a.13).
+
+    Attributes:
+        rate: ``"5%"``, ``"0.05"`` or ``"1/20"`` (exact, never a float in money).
+        unit: rounding unit in minor units (1 = cent, 25 = quarter).
+        mode: ``half_up`` (default), ``up``, ``down`` or ``half_even``.
+    """
+
+    rate: str = "5%"
+    unit: int = 1
+    mode: str = "half_up"
+
+    def rule(self) -> CommissionRule:
+        """The :class:`CommissionRule`; raise ``ValueError`` on a bad rate, unit or mode."""
+        return CommissionRule(CommissionRule.parse_rate(self.rate), self.unit, RoundingMode(self.mode))
+
+
+class WagerConfig(_Strict, frozen=True):
+    """A wager the table offers: its paytable (where the game has one) and table limits in minor units."""
+
+    paytable: str | None = None
+    min: int = 1
+    max: int = 100_000_000
+
+
+class SpotConfig(_Strict, frozen=True):
+    """A bet-pad spot: the seat (box) it belongs to, the bet, the baccarat hand for hand wagers, and the
+    nominal stake used when the pad senses presence only (no amount); default: the wager's ``min``."""
+
+    seat: str
+    bet: str
+    hand: str | None = None
+    nominal_stake: int | None = None
+
+
+class DeviceConfig(_Strict, frozen=True):
+    """A device: pyserial URL (``/dev/ttyUSB0``, ``socket://host:port``, ``usb:VID:PID``), codec name,
+    baud rate, and role (``shoe`` or ``pads``)."""
+
+    url: str
+    role: Literal["shoe", "pads"]
+    protocol: str = "tsref"
+    baud: int = 115200
+
+
+class TlsConfig(_Strict, frozen=True):
+    """TLS to the broker with server verification (``ca_file``) and an optional client certificate."""
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+
+
+class MqttConfig(_Strict, frozen=True):
+    """The broker connection (issue 4 "MQTT", issue 6 "Security").
+
+    Attributes:
+        protocol: ``"5"`` (default) or ``"3.1.1"``; ``fallback`` retries with 3.1.1 when 5 is refused.
+        client_id: fixed per table; default ``tablesense-{table}``.
+        session_expiry: seconds the broker keeps the persistent session.
+        credentials_file: file with ``username`` and ``password`` lines (must not be world-readable;
+            checked at start-up, not here).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 1883
+    tls: TlsConfig | None = None
+    credentials_file: str | None = None
+    topic_prefix: str = "tablesense"
+    protocol: Literal["5", "3.1.1"] = "5"
+    fallback: bool = True
+    client_id: str | None = None
+    session_expiry: int = 3600
+    keepalive: int = 30
+
+
+class JournalConfig(_Strict, frozen=True):
+    """Where the SQLite journal lives and how long delivered rows are kept (issue 5)."""
+
+    directory: str = "/var/lib/tablesense"
+    retention_days: int = 90
+
+
+class BurnConfig(_Strict, frozen=True):
+    """Start-of-shoe burn (rules.md §1.3): never hard-coded.
+
+    Attributes:
+        mode: ``shoe`` (the shoe reports burn frames; default), ``face_value`` (the first card out is
+            turned up and its baccarat value says how many more are burned, a 10 or face card burns
+            10), ``fixed`` (the first ``count`` cards are burned) or ``none``.
+        count: cards burned in ``fixed`` mode.
+    """
+
+    mode: Literal["shoe", "face_value", "fixed", "none"] = "shoe"
+    count: int = 0
+
+
+class BlackjackConfig(_Strict, frozen=True):
+    """Blackjack dealing: ``hole_card`` false for no-hole-card tables (rules.md §2)."""
+
+    hole_card: bool = True
+
+
+class UthConfig(_Strict, frozen=True):
+    """UTH card-to-position order (rules.md §3: casinos differ).
+
+    Attributes:
+        deal: ``card_by_card`` (one card to each seat with a wager, then the dealer, twice) or
+            ``stacks`` (two cards to each seat in turn, then two to the dealer).
+        board: the five community cards ``before`` or ``after`` the hands.
+        burn_before_board: cards burned right before the community cards.
+    """
+
+    deal: Literal["card_by_card", "stacks"] = "card_by_card"
+    board: Literal["before", "after"] = "after"
+    burn_before_board: int = 0
+
+
+class RoundConfig(_Strict, frozen=True):
+    """When the next round starts after one is complete.
+
+    ``start = "card"`` (default): betting reopens at once and the next card out of the shoe locks the
+    next round (the first card counts as no-more-bets). ``start = "button"``: the next round opens on
+    the dealer's round-end or no-more-bets button, and a card before that is an EXTRA_CARD irregularity.
+    """
+
+    start: Literal["card", "button"] = "card"
+
+
+class TableConfig(_Strict, frozen=True):
+    """One table (issue 4 "Configuration"). Money is integer minor units of ``currency``."""
+
+    table: str
+    game: str
+    seats: list[str]
+    wagers: dict[str, WagerConfig]
+    spots: dict[str, SpotConfig]
+    decks: int | None = None
+    currency: str = "USD"
+    minor_unit: int = 2
+    commission: CommissionConfig | None = None
+    devices: dict[str, DeviceConfig] = msgspec.field(default_factory=dict)
+    mqtt: MqttConfig = msgspec.field(default_factory=MqttConfig)
+    journal: JournalConfig = msgspec.field(default_factory=JournalConfig)
+    burn: BurnConfig = msgspec.field(default_factory=BurnConfig)
+    blackjack: BlackjackConfig = msgspec.field(default_factory=BlackjackConfig)
+    uth: UthConfig = msgspec.field(default_factory=UthConfig)
+    round: RoundConfig = msgspec.field(default_factory=RoundConfig)
+
+    @property
+    def shoe_decks(self) -> int:
+        """Decks in the shoe (UTH: 1)."""
+        return self.decks if self.decks is not None else 1
+
+    @property
+    def client_id(self) -> str:
+        """The MQTT client id (``mqtt.client_id`` or ``tablesense-{table}``)."""
+        return self.mqtt.client_id or f"tablesense-{self.table}"
+
+    def paytables(self) -> dict[str, str]:
+        """``{bet name: paytable name}`` for the wagers that name one."""
+        return {bet: w.paytable for bet, w in self.wagers.items() if w.paytable is not None}
+
+    def commission_rule(self) -> CommissionRule | None:
+        """The configured commission rule (standard baccarat), else ``None``."""
+        return self.commission.rule() if self.commission is not None else None
+
+    def rules(self) -> Any:
+        """The game's rules object (``BaccaratRules``, ``BlackjackRules`` or ``UthRules``).
+
+        Raises:
+            RulesError: only for a config that did not pass :func:`parse_config`.
+        """
+        return get_game(self.game).rules(self.decks, self.paytables(), self.commission_rule())
+
+    def spot_for(self, seat: str, bet: str, hand: str | None = None) -> str | None:
+        """The spot id mapped to ``(seat, bet, hand)``, or ``None``."""
+        for spot, s in self.spots.items():
+            if (s.seat, s.bet, s.hand) == (seat, bet, hand):
+                return spot
+        return None
+
+
+def load_config(path: str | Path) -> TableConfig:
+    """Read and validate a table config file.
+
+    Raises:
+        ConfigError: unreadable file, larger than 1 MiB, not UTF-8 TOML, or any validation error.
+    """
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{p}: config is {size} bytes, larger than {MAX_CONFIG_BYTES} (1 MiB)")
+        data = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: config is not UTF-8 text") from None
+    return parse_config(text)
+
+
+def parse_config(text: str) -> TableConfig:
+    """Validate TOML ``text`` as a table config (see module docstring).
+
+    Raises:
+        ConfigError: one line naming the key.
+    """
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config is larger than {MAX_CONFIG_BYTES} bytes (1 MiB)")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {_one_line(str(exc))}") from None
+    try:
+        cfg = msgspec.convert(raw, TableConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_validation_message(str(exc))) from None
+    _validate(cfg)
+    return cfg
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+_AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]*)`")
+_MISSING = re.compile(r"Object missing required field `(?P<field>[^`]*)`")
+
+
+def _key_path(path: str) -> str:
+    """``.spots['7'].seat`` -> ``spots.7.seat``; ``.seats[0]`` -> ``seats[0]``."""
+    out = re.sub(r"\['([^']*)'\]", r".\1", path)
+    return out.lstrip(".")
+
+
+def _validation_message(msg: str) -> str:
+    m = _AT.match(_one_line(msg))
+    assert m is not None
+    what, path = m.group("what"), _key_path(m.group("path") or "")
+    prefix = f"{path}." if path else ""
+    if u := _UNKNOWN.match(what):
+        return f"unknown key: {prefix}{u.group('field')}"
+    if u := _MISSING.match(what):
+        return f"missing key: {prefix}{u.group('field')}"
+    return f"{path or 'config'}: {what[:1].lower()}{what[1:]}"
+
+
+def _err(key: str, text: str) -> ConfigError:
+    return ConfigError(f"{key}: {_one_line(text)}")
+
+
+def _validate(cfg: TableConfig) -> None:
+    if not _ID.fullmatch(cfg.table):
+        raise _err("table", f"{cfg.table!r} must be 1-64 letters, digits, '_', '-' or '.' "
+                   "(it is a topic level)")
+    if cfg.game not in GAMES:
+        raise _err("game", f"unknown game {cfg.game!r} (choose one of {', '.join(GAMES)})")
+    game = get_game(cfg.game)
+    _validate_decks(cfg)
+    commission = _validate_commission(cfg)
+    try:
+        base_rules = game.rules(cfg.decks, None, commission)
+    except RulesError as exc:
+        raise _err("decks", str(exc)) from None
+    if not re.fullmatch(r"[A-Z]{3}", cfg.currency):
+        raise _err("currency", f"{cfg.currency!r} is not an ISO 4217 code such as 'EUR'")
+    if not 0 <= cfg.minor_unit <= 4:
+        raise _err("minor_unit", f"{cfg.minor_unit} must be 0 to 4 (digits of the minor unit)")
+    _validate_wagers(cfg, base_rules)
+    _validate_seats(cfg)
+    _validate_spots(cfg)
+    _validate_devices(cfg)
+    _validate_mqtt(cfg)
+    _validate_misc(cfg)
+
+
+def _validate_decks(cfg: TableConfig) -> None:
+    if cfg.game == "uth":
+        if cfg.decks not in (None, 1):
+            raise _err("decks", f"uth is dealt from one 52-card deck; decks must be 1, got {cfg.decks}")
+    elif cfg.decks is None:
+        raise _err("decks", f"{cfg.game} needs the number of decks in the shoe (1 to 8)")
+    elif not 1 <= cfg.decks <= 8:
+        raise _err("decks", f"must be 1 to 8, got {cfg.decks}")
+
+
+def _validate_commission(cfg: TableConfig) -> CommissionRule | None:
+    if cfg.commission is None:
+        return None
+    if cfg.game != "baccarat":
+        raise _err("commission", f"{cfg.game} takes no commission (only baccarat)")
+    c = cfg.commission
+    try:
+        rate = CommissionRule.parse_rate(c.rate)
+    except (ValueError, ZeroDivisionError):
+        raise _err("commission.rate", f"{c.rate!r} is not a rate such as '5%'") from None
+    try:
+        mode = RoundingMode(c.mode)
+    except ValueError:
+        modes = ", ".join(m.value for m in RoundingMode)
+        raise _err("commission.mode", f"{c.mode!r} is not one of {modes}") from None
+    try:
+        return CommissionRule(rate, c.unit, mode)
+    except ValueError as exc:
+        key = "commission.unit" if "unit" in str(exc) else "commission.rate"
+        raise _err(key, str(exc)) from None
+
+
+def _games_offering(bet: Bet) -> list[str]:
+    names = []
+    for name, game in GAMES.items():
+        try:
+            rules = game.rules(game.default_decks or 8)
+        except RulesError:  # pragma: no cover - every game builds with its defaults
+            continue
+        if rules.offers(bet):
+            names.append(name)
+    return names
+
+
+def _validate_wagers(cfg: TableConfig, base_rules: Any) -> None:
+    if not cfg.wagers:
+        raise _err("wagers", "no wager is offered; add e.g. [wagers.perfect_pairs]")
+    game = get_game(cfg.game)
+    for name, w in cfg.wagers.items():
+        key = f"wagers.{name}"
+        try:
+            bet = Bet(name)
+        except ValueError:
+            choices = ", ".join(b.value for b in Bet)
+            raise _err(key, f"unknown wager {name!r} (choose from {choices})") from None
+        if not base_rules.offers(bet):
+            others = _games_offering(bet)
+            where = f" (only {', '.join(others)})" if others else ""
+            raise _err(key, f"not offered in {cfg.game}{where}")
+        if w.paytable is not None:
+            try:
+                game.rules(cfg.decks, {name: w.paytable}, cfg.commission_rule())
+            except RulesError as exc:
+                text = re.sub(rf"^{re.escape(name)}: (paytable )?", "", str(exc))
+                raise _err(f"{key}.paytable", text) from None
+        if w.min < 1:
+            raise _err(f"{key}.min", f"{w.min} must be at least 1 minor unit")
+        if w.max < w.min:
+            raise _err(f"{key}.max", f"{w.max} is below min {w.min}")
+
+
+def _validate_seats(cfg: TableConfig) -> None:
+    if not cfg.seats:
+        raise _err("seats", "no seat is configured")
+    seen: set[str] = set()
+    for i, seat in enumerate(cfg.seats):
+        if not _ID.fullmatch(seat):
+            raise _err(f"seats[{i}]", f"{seat!r} must be 1-64 letters, digits, '_', '-' or '.'")
+        if seat in seen:
+            raise _err(f"seats[{i}]", f"seat {seat!r} listed twice")
+        seen.add(seat)
+        if cfg.game in ("blackjack", "uth") and seat not in {str(n) for n in range(1, 8)}:
+            raise _err(f"seats[{i}]", f"{cfg.game} seats are boxes '1' to '7', got {seat!r}")
+
+
+def _validate_spots(cfg: TableConfig) -> None:
+    if not cfg.spots:
+        raise _err("spots", "no bet-pad spot is mapped")
+    seats = set(cfg.seats)
+    mapped: dict[tuple[str, str, str | None], str] = {}
+    baccarat = cfg.game in ("baccarat", "ez-baccarat")
+    for spot, s in cfg.spots.items():
+        key = f"spots.{spot}"
+        if not _ID.fullmatch(spot):
+            raise _err(key, "a spot id must be 1-64 letters, digits, '_', '-' or '.'")
+        if s.seat not in seats:
+            raise _err(f"{key}.seat", f"{s.seat!r} is not in seats")
+        if s.bet not in cfg.wagers:
+            raise _err(f"{key}.bet", f"{s.bet!r} is not an offered wager (see [wagers])")
+        bet = Bet(s.bet)
+        if s.hand is not None:
+            try:
+                hand = Hand(s.hand)
+            except ValueError:
+                raise _err(f"{key}.hand", f"{s.hand!r} is not 'player' or 'banker'") from None
+            if not baccarat or bet not in _HAND_BETS:
+                raise _err(f"{key}.hand", f"{s.bet} names no hand in {cfg.game}")
+            del hand
+        elif baccarat and bet in _HAND_BETS:
+            raise _err(f"{key}.hand", f"{s.bet} is placed on a hand: give hand = 'player' or 'banker'")
+        if s.nominal_stake is not None:
+            limits = cfg.wagers[s.bet]
+            if not limits.min <= s.nominal_stake <= limits.max:
+                raise _err(f"{key}.nominal_stake", f"{s.nominal_stake} is outside the {s.bet} limits "
+                           f"{limits.min}-{limits.max}")
+        ident = (s.seat, s.bet, s.hand)
+        if ident in mapped:
+            raise _err(key, f"mapped twice (also spots.{mapped[ident]})")
+        mapped[ident] = spot
+
+
+def _validate_devices(cfg: TableConfig) -> None:
+    shoes = []
+    for name, d in cfg.devices.items():
+        key = f"devices.{name}"
+        if not _ID.fullmatch(name):
+            raise _err(key, "a device name must be 1-64 letters, digits, '_', '-' or '.'")
+        if not d.url.strip():
+            raise _err(f"{key}.url", "empty")
+        if not d.protocol.strip():
+            raise _err(f"{key}.protocol", "empty")
+        if not 50 <= d.baud <= 4_000_000:
+            raise _err(f"{key}.baud", f"{d.baud} is not a baud rate")
+        if d.role == "shoe":
+            shoes.append(name)
+    if len(shoes) > 1:
+        raise _err(f"devices.{shoes[1]}.role", f"a table has one shoe (also devices.{shoes[0]})")
+
+
+def _validate_mqtt(cfg: TableConfig) -> None:
+    m = cfg.mqtt
+    if not m.host.strip():
+        raise _err("mqtt.host", "empty")
+    if not 1 <= m.port <= 65535:
+        raise _err("mqtt.port", f"{m.port} is not a TCP port")
+    if not m.topic_prefix or any(c in m.topic_prefix for c in "+#") or m.topic_prefix.startswith("/") \
+            or m.topic_prefix.endswith("/"):
+        raise _err("mqtt.topic_prefix", f"{m.topic_prefix!r} must be a topic without wildcards or outer '/'")
+    if m.client_id is not None and not 1 <= len(m.client_id) <= 128:
+        raise _err("mqtt.client_id", "must be 1 to 128 characters")
+    if m.session_expiry < 0:
+        raise _err("mqtt.session_expiry", f"{m.session_expiry} must not be negative")
+    if not 5 <= m.keepalive <= 3600:
+        raise _err("mqtt.keepalive", f"{m.keepalive} must be 5 to 3600 seconds")
+    if m.tls is not None and (m.tls.cert_file is None) != (m.tls.key_file is None):
+        raise _err("mqtt.tls", "cert_file and key_file go together")
+
+
+def _validate_misc(cfg: TableConfig) -> None:
+    if not cfg.journal.directory.strip():
+        raise _err("journal.directory", "empty")
+    if cfg.journal.retention_days < 1:
+        raise _err("journal.retention_days", f"{cfg.journal.retention_days} must be at least 1")
+    b = cfg.burn
+    if b.mode == "fixed" and not 1 <= b.count <= 52 * cfg.shoe_decks:
+        raise _err("burn.count", f"{b.count} must be 1 to {52 * cfg.shoe_decks} with mode 'fixed'")
+    if b.mode != "fixed" and b.count != 0:
+        raise _err("burn.count", f"only used with mode 'fixed' (mode is {b.mode!r})")
+    if not 0 <= cfg.uth.burn_before_board <= 5:
+        raise _err("uth.burn_before_board", f"{cfg.uth.burn_before_board} must be 0 to 5")

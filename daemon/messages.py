@@ -1,0 +1,414 @@
+"""Every message tablesense publishes, defined once as msgspec Structs.
+
+Each payload is a JSON object with a ``schema`` name (the tag, e.g. ``"tablesense.settlement"``), a
+``version``, the ``table``, a table-wide monotonically increasing ``seq`` and a stable ``msg_id`` (both
+left ``0``/``""`` by the round state machine and assigned by the journal with
+``msgspec.structs.replace``), the ISO-8601 UTC timestamp ``ts`` of the input that caused it, and the
+``shoe`` and ``round`` numbers it belongs to. Money is integer minor units; odds are strings such as
+``"25 to 1"``; cards are strings such as ``"QH"`` / ``"10D"`` (:class:`daemon.rules.cards.Card` ``str``).
+
+Topics (issue 4): ``{prefix}/{table}/status`` :class:`TableStatus`, ``round`` :class:`RoundState`,
+``results`` :class:`RoundResults`, ``settlements`` :class:`SettlementMessage`, ``alarms``
+:class:`AlarmMessage`, ``devices/{name}`` :class:`DeviceStatus`, ``floor/rounds`` :class:`FloorRound`.
+Only :class:`FloorRound` may carry a face-down card (the information barrier, issue 4 and 6); the
+state machine decides what is public in one place (:mod:`daemon.table.barrier`).
+
+Consumers decode with unknown fields allowed (msgspec's default), so fields may be added within a
+version (ecosystem.md §7.4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "AlarmMessage",
+    "AlarmRecord",
+    "BaccaratOutcome",
+    "BoxResult",
+    "CardRecord",
+    "CommandRecord",
+    "DeviceStatus",
+    "FloorRound",
+    "Message",
+    "PublicCard",
+    "RoundResults",
+    "RoundState",
+    "SettlementMessage",
+    "SettlementRecord",
+    "SpotChangeRecord",
+    "TableStatus",
+    "WagerRecord",
+    "decode_message",
+    "encode_message",
+    "message_types",
+    "schema_names",
+]
+
+
+class Message(msgspec.Struct, kw_only=True, frozen=True, tag_field="schema"):
+    """Common header of every published payload.
+
+    Attributes:
+        version: payload version within the schema name (only optional fields are added within one).
+        table: the table id from the config.
+        seq: table-wide monotonic sequence number (assigned by the journal; 0 until then).
+        msg_id: stable id for de-duplication (assigned by the journal; "" until then).
+        ts: ISO-8601 UTC time of the input that caused this message (never the publisher's clock).
+        shoe: shoe number, or ``None`` when not about a shoe.
+        round: round number within the shoe, or ``None`` when not about a round.
+    """
+
+    version: int = 1
+    table: str
+    seq: int = 0
+    msg_id: str = ""
+    ts: str
+    shoe: int | None = None
+    round: int | None = None
+
+
+# --- embedded records --------------------------------------------------------------------------
+
+
+class PublicCard(msgspec.Struct, kw_only=True, frozen=True):
+    """A face-up card as signage may show it.
+
+    Attributes:
+        index: draw order within the round, 1-based (counts every card out of the shoe in the round).
+        card: the card, e.g. ``"QH"``.
+        position: ``player``/``banker`` (baccarat), a box or seat number ``"1"``-``"7"``, ``dealer``
+            or ``board`` (UTH community cards).
+    """
+
+    index: int
+    card: str
+    position: str
+
+
+class CardRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """One card out of the shoe in the floor record (may be face down).
+
+    Attributes:
+        index: draw order within the round, 1-based (burns before the round have their own list).
+        card: the card, or ``None`` while unreadable and not yet entered by a supervisor.
+        position: where it went (see :class:`PublicCard`), ``burn``, or ``None`` when it joined no hand.
+        face_up: dealt face up (else face down: blackjack hole card, UTH hands and board).
+        status: ``dealt``, ``entered`` (by a supervisor, ``enter_card``), ``unreadable`` (still
+            unknown), ``set_aside`` (joined no hand: extra card, card not in the shoe, sequence gap),
+            ``burned``.
+        ts: ISO-8601 UTC time of the input.
+        device: the device name, or ``None`` for a card entered by command.
+        device_seq: the device's own sequence number, or ``None``.
+        alarm_no: the alarm raised about this card, if any.
+    """
+
+    index: int
+    card: str | None
+    position: str | None
+    face_up: bool
+    status: str
+    ts: str
+    device: str | None = None
+    device_seq: int | None = None
+    alarm_no: int | None = None
+
+
+class WagerRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """A wager locked from the bet-pad snapshot at no-more-bets.
+
+    Attributes:
+        spot: bet-pad spot id; seat/bet/hand from the config's spot map.
+        stake: minor units (the sensed amount, or the spot's nominal stake on presence-only pads).
+        presence_only: the pad sensed presence only (the stake is the configured nominal stake).
+    """
+
+    spot: str
+    seat: str
+    bet: str
+    hand: str | None
+    stake: int
+    presence_only: bool = False
+
+
+class SettlementRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """A settled wager as kept in the floor record (same fields as :class:`SettlementMessage`)."""
+
+    spot: str
+    seat: str
+    bet: str
+    hand: str | None
+    stake: int
+    outcome: str
+    category: str
+    odds: str | None
+    net: int
+    commission: int
+    changed_after_lock: bool
+    ts: str
+
+
+class AlarmRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """An alarm as kept in the floor record (same fields as :class:`AlarmMessage`)."""
+
+    alarm_no: int
+    code: str
+    severity: str
+    text: str
+    state: str
+    held: bool
+    ts: str
+    seat: str | None = None
+    spot: str | None = None
+    device: str | None = None
+
+
+class SpotChangeRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """A bet-pad spot change seen during the round (``after_lock``: a past-post or presence change)."""
+
+    ts: str
+    device: str
+    device_seq: int
+    spot: str
+    state: str
+    amount: int | None
+    after_lock: bool
+
+
+class CommandRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """An operator command applied to (or refused for) the round, with who sent it."""
+
+    ts: str
+    name: str
+    args: dict[str, str]
+    operator: str
+    ok: bool
+    reason: str
+
+
+class BaccaratOutcome(msgspec.Struct, kw_only=True, frozen=True):
+    """The coup of a baccarat round (58 Pa. Code § 631a.11; natural and Dragon 7/Panda 8 per § 627a.1).
+
+    Attributes:
+        player, banker: the hand's cards in draw order.
+        player_total, banker_total: point counts 0-9.
+        winner: ``player``, ``banker`` or ``tie``.
+        player_pair, banker_pair: the hand's first two cards are of identical rank (§ 627c.1(b)).
+    """
+
+    player: tuple[str, ...]
+    banker: tuple[str, ...]
+    player_total: int
+    banker_total: int
+    winner: str
+    player_natural: bool
+    banker_natural: bool
+    player_pair: bool
+    banker_pair: bool
+    dragon_7: bool = False
+    panda_8: bool = False
+
+
+class BoxResult(msgspec.Struct, kw_only=True, frozen=True):
+    """A blackjack box or UTH seat after settlement: its first two cards and their pair grade.
+
+    ``pair`` is the settled category of its pair wager (e.g. ``perfect_pair``, ``ace_king_suited``,
+    ``no_pair``/``lose``), or the plain pair grade when the box held no pair wager, or ``None``.
+    """
+
+    position: str
+    cards: tuple[str, ...]
+    pair: str | None = None
+
+
+# --- published messages -------------------------------------------------------------------------
+
+
+class TableStatus(Message, frozen=True, tag="tablesense.status"):
+    """Retained availability of tablesense for the table (``online``/``offline``; also the last will)."""
+
+    state: str
+    detail: str = ""
+
+
+class RoundState(Message, frozen=True, tag="tablesense.round"):
+    """Retained public state of the current round: only face-up cards, never a face-down one.
+
+    Attributes:
+        game: ``baccarat``, ``ez-baccarat``, ``blackjack`` or ``uth``.
+        phase: see docs/state-machine.md (``burn``, ``betting``, ``dealing``, ``playing``, ``reveal``,
+            ``complete``, ``shoe_end``).
+        cards: the revealed cards in draw order.
+        held: the round is held for a supervisor (it settles nothing while held).
+        hold_codes: alarm codes holding the round.
+        cards_remaining: cards left in the shoe (unreadable cards counted as out).
+        penetration: fraction of the shoe dealt, 0.0-1.0, four decimals (a display figure, not money).
+        cut_card: the cut card has come out of this shoe.
+        last_round: this is the shoe's last round (rules.md §1.3).
+        void: the round was voided (every unsettled wager returned).
+    """
+
+    game: str
+    phase: str
+    cards: tuple[PublicCard, ...] = ()
+    held: bool = False
+    hold_codes: tuple[str, ...] = ()
+    cards_remaining: int = 0
+    penetration: float = 0.0
+    cut_card: bool = False
+    last_round: bool = False
+    void: bool = False
+
+
+class RoundResults(Message, frozen=True, tag="tablesense.results"):
+    """One per round, for signage and scoreboards; a void round is marked and counts in no statistics.
+
+    Attributes:
+        baccarat: the coup (baccarat games), ``None`` when void before it was known.
+        boxes: per-box (blackjack) or per-seat (UTH) pair results.
+        dealer: the dealer's public cards (blackjack: the up card only; UTH: both, after the reveal).
+        board: UTH community cards (after the reveal).
+    """
+
+    game: str
+    void: bool = False
+    baccarat: BaccaratOutcome | None = None
+    boxes: tuple[BoxResult, ...] = ()
+    dealer: tuple[str, ...] = ()
+    board: tuple[str, ...] = ()
+
+
+class SettlementMessage(Message, frozen=True, tag="tablesense.settlement"):
+    """One settled wager (QoS 1), published at the moment the rules decide it.
+
+    Attributes:
+        spot, seat, bet, hand: where the wager stood (``hand`` only for baccarat hand wagers).
+        stake: the locked stake in minor units.
+        outcome: ``win``, ``lose``, ``push`` or ``void`` (stake returned).
+        category: what decided it (``perfect_pair``, ``natural_win``, ``ineligible_no_blackjack_wager`` ...).
+        odds: odds paid on a win, e.g. ``"25 to 1"``, else ``None``.
+        net: signed minor units for the player (winnings less commission, ``-stake`` on a loss).
+        commission: minor units of commission on a Banker win (owed, § 631a.13).
+        changed_after_lock: the spot changed after the wagers were locked (past-posting); this
+            settlement is at the locked value regardless.
+    """
+
+    spot: str
+    seat: str
+    bet: str
+    hand: str | None
+    stake: int
+    outcome: str
+    category: str
+    odds: str | None
+    net: int
+    commission: int = 0
+    changed_after_lock: bool = False
+
+
+class AlarmMessage(Message, frozen=True, tag="tablesense.alarm"):
+    """An irregularity (issue 6) with a stable ``code`` (docs/state-machine.md, alarm codes).
+
+    Attributes:
+        alarm_no: number of the alarm on this table (the id ``ack_alarm`` names).
+        code: stable alarm code, e.g. ``CARD_NOT_IN_SHOE``.
+        severity: ``info``, ``warning`` or ``critical``.
+        text: one line for people; never names a face-down card.
+        state: ``raised``, ``acknowledged`` or ``cleared``.
+        held: the round is held because of this alarm.
+    """
+
+    alarm_no: int
+    code: str
+    severity: str
+    text: str
+    state: str = "raised"
+    held: bool = False
+    seat: str | None = None
+    spot: str | None = None
+    device: str | None = None
+
+
+class DeviceStatus(Message, frozen=True, tag="tablesense.device"):
+    """Retained link state of one device (``connecting``, ``online``, ``stale``, ``disconnected``)."""
+
+    name: str
+    state: str
+    detail: str = ""
+
+
+class FloorRound(Message, frozen=True, tag="tablesense.floor_round"):
+    """The complete round record for the floor system and game recall, published once the round is
+    complete. It carries every card in draw order with where it went, including face-down cards.
+
+    Attributes:
+        cards: every card out of the shoe during the round, in draw order.
+        burns: cards burned since the previous round (start-of-shoe burn) or during it.
+        wagers: the wagers locked at no-more-bets.
+        settlements: every settlement of the round.
+        alarms: every alarm raised during the round.
+        spot_changes: every spot change during the round (``after_lock`` marks past-posting).
+        commands: operator commands about the round.
+        baccarat, boxes, dealer, board: the full results (dealer includes the hole card).
+        opened_ts, locked_ts, completed_ts: ISO-8601 UTC times of betting open, lock, completion.
+    """
+
+    game: str
+    void: bool = False
+    cards: tuple[CardRecord, ...] = ()
+    burns: tuple[CardRecord, ...] = ()
+    wagers: tuple[WagerRecord, ...] = ()
+    settlements: tuple[SettlementRecord, ...] = ()
+    alarms: tuple[AlarmRecord, ...] = ()
+    spot_changes: tuple[SpotChangeRecord, ...] = ()
+    commands: tuple[CommandRecord, ...] = ()
+    baccarat: BaccaratOutcome | None = None
+    boxes: tuple[BoxResult, ...] = ()
+    dealer: tuple[str, ...] = ()
+    board: tuple[str, ...] = ()
+    opened_ts: str | None = None
+    locked_ts: str | None = None
+    completed_ts: str | None = None
+
+
+_MESSAGE_TYPES: tuple[type[Message], ...] = (
+    TableStatus, RoundState, RoundResults, SettlementMessage, AlarmMessage, DeviceStatus, FloorRound)
+
+AnyMessage = (TableStatus | RoundState | RoundResults | SettlementMessage | AlarmMessage | DeviceStatus
+              | FloorRound)
+"""Tagged union of every published message (decode by its ``schema`` field)."""
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder(AnyMessage)
+
+
+def message_types() -> tuple[type[Message], ...]:
+    """Every published message class, e.g. to generate JSON Schemas with ``msgspec.json.schema``."""
+    return _MESSAGE_TYPES
+
+
+def schema_names() -> dict[str, type[Message]]:
+    """``{schema name: class}``, e.g. ``{"tablesense.round": RoundState, ...}``."""
+    out: dict[str, type[Message]] = {}
+    for cls in _MESSAGE_TYPES:
+        tag = cls.__struct_config__.tag
+        assert isinstance(tag, str)
+        out[tag] = cls
+    return out
+
+
+def encode_message(message: Message) -> bytes:
+    """The JSON payload of ``message`` (UTF-8 bytes, with its ``schema`` tag)."""
+    return _ENCODER.encode(message)
+
+
+def decode_message(payload: bytes | str) -> Message:
+    """Decode a payload produced by :func:`encode_message` (unknown fields ignored).
+
+    Raises:
+        msgspec.ValidationError / msgspec.DecodeError: not a tablesense message.
+    """
+    msg: Message = _DECODER.decode(payload)
+    return msg

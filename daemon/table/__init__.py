@@ -1,0 +1,7 @@
+"""The table's round state machine: pure, event-driven, deterministic (issue 4, issue 6).
+
+Device events and operator commands go in as :class:`~daemon.table.inputs.TimedInput`; what to publish
+comes out as :class:`~daemon.table.inputs.Emit`. No I/O, no clock: the timestamp of every input is given
+by the caller (the journal), so replaying the same inputs gives the same state and the same emits.
+The machine itself is :class:`daemon.table.machine.TableMachine`.
+"""
