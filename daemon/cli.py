@@ -17,6 +17,7 @@ COMMANDS: tuple[str, ...] = (
     "settle",
     "analyze",
     "check_config",
+    "schemas",
 )
 """Modules of :mod:`daemon.commands`, in the order ``--help`` lists them."""
 

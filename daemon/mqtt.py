@@ -141,11 +141,12 @@ class MqttSettings:
 
 
 def load_credentials(path: str | os.PathLike[str]) -> tuple[str, str]:
-    """Read ``(username, password)`` from a TOML credentials file.
+    """Read ``(username, password)`` from a credentials file.
 
-    The file must not be readable or writable by "other" (mode ``o-rwx``; issue 6, "credentials read from
-    a file that must not be world-readable"). Raises :class:`CredentialsError` with one line naming the
-    file and what is wrong (missing, world-readable with its mode, bad TOML, missing key).
+    Format: TOML with ``username = "..."`` and ``password = "..."``, or two plain lines (username, then
+    password). The file must not be readable or writable by "other" users (issue 6: "credentials read
+    from a file that must not be world-readable"). Raises :class:`CredentialsError` with one line naming
+    the file and what is wrong (missing, accessible by others with its mode, no username/password).
     """
     p = Path(path)
     try:
@@ -156,10 +157,17 @@ def load_credentials(path: str | os.PathLike[str]) -> tuple[str, str]:
         raise CredentialsError(
             f"credentials file {p} is accessible by other users (mode {stat.S_IMODE(st.st_mode):04o}); "
             f"run: chmod o-rwx {p}")
+    if st.st_size > 64 * 1024:
+        raise CredentialsError(f"credentials file {p} is larger than 64 KiB")
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise CredentialsError(f"credentials file {p}: {exc}") from None
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        data = {"username": lines[0], "password": lines[1]} if len(lines) == 2 else {}
     user, password = data.get("username"), data.get("password")
     if not isinstance(user, str) or not user:
         raise CredentialsError(f"credentials file {p}: 'username' missing or not a string")

@@ -305,3 +305,13 @@ def test_topic_map() -> None:
     assert t.command_name("tablesense/BAC-07/cmd/void_round") == "void_round"
     assert t.command_name("tablesense/BAC-07/cmd/a/b") is None
     assert all("floor" not in f and "cmd" not in f for f in t.public_filters())
+
+
+def test_credentials_plain_two_line_format(tmp_path: Path) -> None:
+    f = tmp_path / "creds"
+    f.write_text("table-T2\npa ss\n")
+    os.chmod(f, 0o640)
+    assert load_credentials(f) == ("table-T2", "pa ss")
+    f.write_text("only-one-line\n")
+    with pytest.raises(CredentialsError, match="username"):
+        load_credentials(f)
