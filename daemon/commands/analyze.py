@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "analyze", help="exact odds, expected return and house edge of every wager of a game",
         description="For every wager of the game: each outcome's exact probability, the expected return "
                     "and the house edge, by exact enumeration through the settlement rules.")
-    p.add_argument("--game", required=True, metavar="GAME", help=f"one of {', '.join(GAMES)}")
+    p.add_argument("--game", metavar="GAME", help=f"one of {', '.join(GAMES)} (required)")
     p.add_argument("--decks", metavar="N", help="decks in the shoe, 1 to 8 (uth: 1, the default)")
     p.add_argument("--paytable", action="append", default=[], metavar="BET=NAME",
                    help="paytable for a bet, e.g. perfect_pairs=B or ultimate_pairs=F (repeatable)")
@@ -57,6 +57,8 @@ def analyze(args: argparse.Namespace) -> list[WagerAnalysis]:
     Raises:
         UsageError: unknown game, bad deck count, bad paytable or commission (one line).
     """
+    if args.game is None:
+        raise UsageError(f"analyze: --game is required (one of {', '.join(GAMES)})")
     try:
         game = get_game(args.game)
         decks: int | None = None
