@@ -305,6 +305,10 @@ BAD_INPUTS: dict[str, tuple[str, str]] = {
     "decks out of range": (json.dumps(changed(BLACKJACK, decks=9)), "decks must be an integer from 1 to 8"),
     "decks true": (json.dumps(changed(BLACKJACK, decks=True)), "decks: expected an integer"),
     "uth with six decks": (json.dumps(changed(UTH, decks=6)), "decks must be 1"),
+    "paytables not an object": (
+        json.dumps(changed(BLACKJACK, paytables=[])),
+        "paytables: expected an object",
+    ),
     "wagers not a list": (json.dumps(changed(BLACKJACK, wagers={"spot": "3"})), "wagers: expected a list"),
     "hands not an object": (
         json.dumps(changed(BLACKJACK, hands=[["QH", "QD"]])),

@@ -173,7 +173,9 @@ def parse_request(doc: Any) -> RoundRequest:
         raise _Bad(f"missing key 'decks' (the number of decks in the {game.name} shoe)")
     if decks is not None:
         _expect(decks, int, "decks", "an integer from 1 to 8")
-    paytables = doc.get("paytables") or {}
+    paytables = doc.get("paytables")
+    if paytables is None:
+        paytables = {}
     _expect(paytables, dict, "paytables", "an object: bet name -> paytable name")
     for bet, name in paytables.items():
         _expect(name, str, f"paytables.{bet}", "a paytable name such as \"A\" or \"25-12-6\"")
