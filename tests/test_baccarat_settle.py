@@ -71,7 +71,8 @@ def test_from_names_paytables() -> None:
                                                      "house_money": "4-20", "dragon_bonus": "standard"})
     assert rules.perfect_pairs.name == "25-12-5" and rules.tie == Odds(9)
     assert (rules.house_money.one_pair, rules.house_money.both_pairs) == (Odds(4), Odds(20))
-    assert BaccaratRules.from_names("baccarat", 6, {"perfect_pairs": "c", "tie": "8-1"}).perfect_pairs.name == "C"
+    six = BaccaratRules.from_names("baccarat", 6, {"perfect_pairs": "c", "tie": "8-1"})
+    assert six.perfect_pairs.name == "C"
     assert BaccaratRules.from_names("EZ-Baccarat", 8, {"dragon_7": "40-1", "panda_8": "25 to 1"}) == EZ
     assert BaccaratRules.from_names("ez-baccarat", 8, commission=CommissionRule(rate=Fraction(0))) == EZ
 

@@ -11,8 +11,8 @@ Rounds are grouped by what any wager can depend on: the final Point Counts and t
 each hand (:class:`RoundKey`). For each group a representative card sequence is dealt with
 :func:`coup_from_cards` and every wager is ruled by the same functions that settle real stakes
 (:func:`rule_main_wager`, :func:`rule_dragon_bonus`). Perfect Pairs and House Money are enumerated over
-cards (Perfect Pairs over the 52×52 ordered distinct cards, House Money over the 13⁴ ordered ranks of the
-first four cards) and ruled by :func:`rule_perfect_pairs` and :func:`rule_house_money`.
+cards (Perfect Pairs over the 52×52 ordered distinct cards, House Money over the 15 patterns of equal
+ranks among the first four cards) and ruled by :func:`rule_perfect_pairs` and :func:`rule_house_money`.
 
 Pure: no I/O, no clock. The value enumeration is memoised per deck count (a deterministic cache).
 """
@@ -201,29 +201,38 @@ def perfect_pairs_weights(decks: int) -> dict[Card, dict[Card, int]]:
 
 
 def house_money_weights(decks: int) -> dict[tuple[Rank, Rank, Rank, Rank], int]:
-    """Ordered rank weights of the first four cards (P1 B1 P2 B2) from a full shoe: the product of the
-    remaining counts of each rank (4·n per rank to start); they sum to N·(N-1)·(N-2)·(N-3).
+    """Weights of the first four cards' rank patterns (P1 B1 P2 B2) from a full shoe.
+
+    Ranks are exchangeable, so the 13⁴ ordered rank sequences fall into 15 patterns of equal and
+    different ranks (e.g. "P1 = P2, the rest different"). Each pattern is keyed by a representative rank
+    sequence (ace, 2, 3, 4 in order of first appearance) and weighted by the number of ordered four-card
+    draws that follow it: (13)_k rank choices for k distinct ranks times, per rank used m times, the
+    (4·n)_m ordered cards. The weights sum to N·(N-1)·(N-2)·(N-3).
 
     Raises:
         RulesError: ``decks`` outside 1..8.
     """
     _check_decks(decks)
-    counts = dict.fromkeys(Rank, 4 * decks)
+    per_rank = 4 * decks
     out: dict[tuple[Rank, Rank, Rank, Rank], int] = {}
-    for r1 in Rank:
-        w1 = counts[r1]
-        counts[r1] -= 1
-        for r2 in Rank:
-            w2 = w1 * counts[r2]
-            counts[r2] -= 1
-            for r3 in Rank:
-                w3 = w2 * counts[r3]
-                counts[r3] -= 1
-                for r4 in Rank:
-                    out[(r1, r2, r3, r4)] = w3 * counts[r4]
-                counts[r3] += 1
-            counts[r2] += 1
-        counts[r1] += 1
+    for pattern in _patterns(4):
+        k = max(pattern) + 1
+        w = 1
+        for i in range(k):  # (13)_k ways to choose the ranks of the k classes
+            w *= 13 - i
+        for cls in range(k):
+            for j in range(pattern.count(cls)):
+                w *= per_rank - j
+        r1, r2, r3, r4 = (Rank(c + 1) for c in pattern)
+        out[(r1, r2, r3, r4)] = w
+    return out
+
+
+def _patterns(length: int) -> list[tuple[int, ...]]:
+    """Restricted growth strings: every way to split ``length`` positions into classes of equal ranks."""
+    out: list[tuple[int, ...]] = [(0,)]
+    for _ in range(length - 1):
+        out = [(*p, c) for p in out for c in range(max(p) + 2)]
     return out
 
 
