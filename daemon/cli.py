@@ -18,6 +18,7 @@ COMMANDS: tuple[str, ...] = (
     "analyze",
     "check_config",
     "schemas",
+    "signage",
 )
 """Modules of :mod:`daemon.commands`, in the order ``--help`` lists them."""
 

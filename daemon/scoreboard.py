@@ -34,6 +34,8 @@ from typing import Any
 
 import msgspec
 
+from daemon.messages import Message, RoundResults
+
 __all__ = [
     "DERIVED_ROADS",
     "GRID_ROWS",
@@ -99,10 +101,23 @@ class RoundOutcome:
     natural: bool = False
     player_total: int | None = None
     banker_total: int | None = None
-    shoe: str | None = None
+    shoe: int | None = None
     round: int | None = None
     void: bool = False
     cards_remaining: int | None = None
+
+    @classmethod
+    def from_results(cls, results: RoundResults) -> RoundOutcome | None:
+        """The outcome in a ``tablesense.results`` message, or ``None`` when it has no baccarat coup
+        (another game, or a round void before the coup was known). A void round gives ``void=True``."""
+        bac = results.baccarat
+        if bac is None:
+            return cls(winner=Winner.TIE, shoe=results.shoe, round=results.round, void=True) \
+                if results.void else None
+        return cls(winner=Winner(bac.winner), player_pair=bac.player_pair, banker_pair=bac.banker_pair,
+                   natural=bac.player_natural or bac.banker_natural, player_total=bac.player_total,
+                   banker_total=bac.banker_total, shoe=results.shoe, round=results.round,
+                   void=results.void)
 
 
 class BeadCell(msgspec.Struct, frozen=True, kw_only=True):
@@ -168,7 +183,7 @@ class Roads(msgspec.Struct, frozen=True, kw_only=True):
     Player result (also counted on the first Big Road cell once it exists).
     """
 
-    shoe: str | None = None
+    shoe: int | None = None
     rows: int = GRID_ROWS
     bead_plate: list[BeadCell] = msgspec.field(default_factory=list)
     big_road: list[BigRoadCell] = msgspec.field(default_factory=list)
@@ -179,19 +194,14 @@ class Roads(msgspec.Struct, frozen=True, kw_only=True):
     stats: ShoeStats = msgspec.field(default_factory=ShoeStats)
 
 
-class ScoreboardMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="schema",
-                        tag=SCOREBOARD_SCHEMA):
-    """The retained message on ``{prefix}/{table}/scoreboard``: JSON ``{"schema": "tablesense.scoreboard",
-    "version": 1, "table": ..., "seq": ..., "msg_id": ..., "ts": ..., "shoe": ..., "round": ..., "roads":
-    {...}}``. The envelope fields match the daemon's other messages; ``roads`` is :class:`Roads`."""
+class ScoreboardMessage(Message, frozen=True, tag=SCOREBOARD_SCHEMA):
+    """The retained message on ``{prefix}/{table}/scoreboard`` (schema ``tablesense.scoreboard``).
 
-    version: int = 1
-    table: str
-    seq: int = 0
-    msg_id: str = ""
-    ts: str = ""
-    shoe: str | None = None
-    round: int | None = None
+    The envelope (``version``, ``table``, ``seq``, ``msg_id``, ``ts``, ``shoe``, ``round``) is the daemon's
+    common :class:`daemon.messages.Message` header; ``round`` is the last round on the board; ``roads`` is
+    the whole board (:class:`Roads`).
+    """
+
     roads: Roads
 
 
@@ -264,10 +274,10 @@ class Scoreboard:
         self._rows = rows
         self.reset()
 
-    def reset(self, shoe: str | None = None) -> None:
+    def reset(self, shoe: int | None = None) -> None:
         """Clear every road and statistic and start shoe ``shoe``."""
         self._shoe = shoe
-        self._seen: set[tuple[str | None, int]] = set()
+        self._seen: set[tuple[int | None, int]] = set()
         self._bead: list[BeadCell] = []
         self._big: list[BigRoadCell] = []
         self._big_grid = _Grid(self._rows)
@@ -281,7 +291,7 @@ class Scoreboard:
         self._last_round: int | None = None
 
     @property
-    def shoe(self) -> str | None:
+    def shoe(self) -> int | None:
         """The shoe id the board shows (``None`` until one is known)."""
         return self._shoe
 
@@ -314,6 +324,12 @@ class Scoreboard:
         else:
             self._add_big(outcome, winner)
         return True
+
+    def add_results(self, results: RoundResults) -> bool:
+        """Record a ``tablesense.results`` message (see :meth:`RoundOutcome.from_results`); returns
+        ``True`` if the board changed. Messages of other games and void rounds change nothing."""
+        outcome = RoundOutcome.from_results(results)
+        return outcome is not None and self.add(outcome)
 
     def set_cards_remaining(self, cards: int | None) -> None:
         """Update the cards-remaining statistic (e.g. from the public round state between rounds)."""
@@ -381,8 +397,9 @@ class Scoreboard:
         result: dict[str, Any] = msgspec.to_builtins(self.snapshot())
         return result
 
-    def message(self, table: str, *, seq: int = 0, msg_id: str = "", ts: str = "") -> ScoreboardMessage:
+    def message(self, table: str, *, ts: str, seq: int = 0, msg_id: str = "") -> ScoreboardMessage:
         """A :class:`ScoreboardMessage` for ``table`` carrying the current board; envelope values
-        (``seq``, ``msg_id``, ``ts``) come from the caller, since this module reads no clock."""
+        (``ts`` of the results that caused it, ``seq``, ``msg_id``) come from the caller, since this module
+        reads no clock (the journal assigns ``seq``/``msg_id`` like for every other message)."""
         return ScoreboardMessage(table=table, seq=seq, msg_id=msg_id, ts=ts, shoe=self._shoe,
                                  round=self._last_round, roads=self.snapshot())

@@ -25,7 +25,7 @@ REAL_RESULTS = Path("/work/shared/data/real-results/evolution-table-265-shoes.tx
 W = {"B": Winner.BANKER, "P": Winner.PLAYER, "T": Winner.TIE}
 
 
-def board_of(seq: str, shoe: str | None = "S1") -> Scoreboard:
+def board_of(seq: str, shoe: int | None = 1) -> Scoreboard:
     """A board fed with a 'BPT' string, one round each, numbered from 1."""
     board = Scoreboard()
     for i, ch in enumerate(seq, start=1):
@@ -81,8 +81,8 @@ def test_ties_first_are_recorded_and_marked_on_the_first_cell() -> None:
     board = board_of("TT")
     assert board.snapshot().big_road == []
     assert board.snapshot().leading_ties == 2
-    board.add(RoundOutcome(winner=Winner.PLAYER, shoe="S1", round=3))
-    board.add(RoundOutcome(winner=Winner.PLAYER, shoe="S1", round=4))
+    board.add(RoundOutcome(winner=Winner.PLAYER, shoe=1, round=3))
+    board.add(RoundOutcome(winner=Winner.PLAYER, shoe=1, round=4))
     roads = board.snapshot()
     assert [c.ties for c in roads.big_road] == [2, 0]
     assert cells(roads.big_road) == [(0, 0), (0, 1)]
@@ -118,22 +118,22 @@ def test_dragon_tail_nests_under_an_earlier_tail_and_stays_on_its_row() -> None:
 
 def test_void_rounds_never_appear_and_duplicates_are_ignored() -> None:
     board = board_of("BP")
-    assert board.add(RoundOutcome(winner=Winner.BANKER, shoe="S1", round=3, void=True)) is False
-    assert board.add(RoundOutcome(winner=Winner.PLAYER, shoe="S1", round=2)) is False  # replayed message
+    assert board.add(RoundOutcome(winner=Winner.BANKER, shoe=1, round=3, void=True)) is False
+    assert board.add(RoundOutcome(winner=Winner.PLAYER, shoe=1, round=2)) is False  # replayed message
     roads = board.snapshot()
     assert len(roads.bead_plate) == 2 and len(roads.big_road) == 2 and roads.stats.rounds == 2
 
 
 def test_new_shoe_resets_the_board_and_reset_clears_it() -> None:
-    board = board_of("BBPT", shoe="S1")
-    board.add(RoundOutcome(winner=Winner.PLAYER, shoe="S2", round=1, cards_remaining=410))
+    board = board_of("BBPT", shoe=1)
+    board.add(RoundOutcome(winner=Winner.PLAYER, shoe=2, round=1, cards_remaining=410))
     roads = board.snapshot()
-    assert roads.shoe == "S2"
+    assert roads.shoe == 2
     assert [c.result for c in roads.bead_plate] == [Winner.PLAYER]
     assert roads.stats.rounds == 1 and roads.stats.cards_remaining == 410
-    board.reset("S3")
+    board.reset(3)
     roads = board.snapshot()
-    assert roads.shoe == "S3" and roads.bead_plate == [] and roads.big_road == [] and roads.stats.rounds == 0
+    assert roads.shoe == 3 and roads.bead_plate == [] and roads.big_road == [] and roads.stats.rounds == 0
 
 
 # --- derived roads ----------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ def test_property_holds_on_265_real_shoes() -> None:
     board = Scoreboard()
     for n, seq in enumerate(shoes):
         for i, ch in enumerate(seq, start=1):
-            board.add(RoundOutcome(winner=W[ch], shoe=f"shoe-{n}", round=i))
+            board.add(RoundOutcome(winner=W[ch], shoe=n + 1, round=i))
         roads = board.snapshot()
         check_invariants(roads, seq)
         assert roads.stats.rounds == len(seq) and roads.stats.tie == seq.count("T")
@@ -278,3 +278,36 @@ def test_to_dict_and_message_are_json_round_trippable() -> None:
     assert back == msg
     assert msgspec.json.decode(raw)["schema"] == "tablesense.scoreboard"
     assert back.round == 6 and back.roads.stats.tie == 2
+
+
+def test_add_results_from_the_daemon_message_with_24_real_rounds() -> None:
+    """Feed real recorded Ezugi rounds as tablesense.results messages; the stats equal the recorded flags."""
+    from daemon.messages import BaccaratOutcome, RoundResults
+
+    path = Path("/work/shared/data/real-shoes/ezugi_queenco_32100_2022-11-28.jsonl")
+    if not path.exists():
+        pytest.skip(f"real shoe fixture not found at {path}")
+    rows = [msgspec.json.decode(line) for line in path.read_text().splitlines() if line.strip()]
+    board = Scoreboard()
+    for r in rows:
+        rec = r["recorded_result"]
+        msg = RoundResults(table="T1", ts="2022-11-28T09:21:26Z", shoe=7, round=r["round"], game="baccarat",
+                           baccarat=BaccaratOutcome(
+                               player=tuple(r["player"]), banker=tuple(r["banker"]),
+                               player_total=rec["player_score"], banker_total=rec["banker_score"],
+                               winner=rec["winner"].lower(), player_natural=rec["natural"],
+                               banker_natural=False, player_pair=rec["player_pair"],
+                               banker_pair=rec["banker_pair"]))
+        assert board.add_results(msg) is True
+        assert board.add_results(msg) is False  # the same results message again (redelivery)
+    board.add_results(RoundResults(table="T1", ts="x", shoe=7, round=99, game="baccarat", void=True))
+    board.add_results(RoundResults(table="T1", ts="x", shoe=7, round=100, game="blackjack"))
+    stats = board.stats()
+    assert stats.rounds == len(rows) == 24
+    for key, winner in (("banker", "Banker"), ("player", "Player"), ("tie", "Tie")):
+        assert getattr(stats, key) == sum(r["recorded_result"]["winner"] == winner for r in rows)
+    assert stats.player_pair == sum(r["recorded_result"]["player_pair"] for r in rows)
+    assert stats.banker_pair == sum(r["recorded_result"]["banker_pair"] for r in rows)
+    assert stats.naturals == sum(r["recorded_result"]["natural"] for r in rows)
+    seq = "".join(r["recorded_result"]["winner"][0] for r in rows)
+    check_invariants(board.snapshot(), seq)

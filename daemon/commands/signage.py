@@ -1,0 +1,85 @@
+"""``tablesense signage``: the table display, a web page fed by the table's public MQTT topics.
+
+    tablesense signage --broker HOST:PORT --table T [--prefix tablesense] [--listen 127.0.0.1:8080]
+                       [--config FILE]
+
+Serves the page on ``--listen`` and subscribes to ``{prefix}/{table}/`` status, round, results,
+settlements, scoreboard, info and devices/+ (never ``floor/``); see docs/signage.md. Runs until
+interrupted (Ctrl-C / SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from typing import Any
+
+from daemon.cli import UsageError
+from daemon.config import ConfigError, load_config
+from daemon.signage.info import table_info
+from daemon.signage.server import parse_hostport, start_signage
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``signage`` sub-command."""
+    p = subparsers.add_parser(
+        "signage", help="serve the table display (web page) from the table's public MQTT topics",
+        description="A web page for a screen at the table: round, cards, pair wins and their odds, side "
+                    "wagers and, for baccarat, the scoreboard roads. Updated live from MQTT.")
+    p.add_argument("--broker", required=True, metavar="HOST:PORT", help="MQTT broker, e.g. 127.0.0.1:1883")
+    p.add_argument("--table", required=True, metavar="T", help="table id (as in the table's config)")
+    p.add_argument("--prefix", default="tablesense", help="topic prefix (default: tablesense)")
+    p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
+                   help="address of the web server (default: 127.0.0.1:8080; port 0 picks a free one)")
+    p.add_argument("--config", metavar="FILE",
+                   help="the table's config (TOML): shows its side wagers, paytables and limits")
+    p.set_defaults(func=run)
+
+
+async def _serve(args: argparse.Namespace, broker: tuple[str, int], info: dict[str, Any] | None) -> int:
+    try:
+        url, stop = await start_signage(broker[0], broker[1], args.table, args.prefix, args.listen, info)
+    except OSError as exc:
+        raise UsageError(f"signage: cannot listen on {args.listen}: {exc.strerror or exc}") from None
+    print(f"tablesense signage: table {args.table} on {url}", flush=True)
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, done.set)
+    try:
+        await done.wait()
+    finally:
+        await stop()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the display until interrupted. Raises UsageError for a bad --broker/--listen/--table."""
+    try:
+        broker = parse_hostport(args.broker, 1883)
+        parse_hostport(args.listen, 8080)
+    except ValueError as exc:
+        raise UsageError(f"signage: {exc}") from None
+    for name, value, bad in (("--table", args.table, "+#/\0"), ("--prefix", args.prefix, "+#\0")):
+        if not value or any(ch in value for ch in bad):
+            raise UsageError(f"signage: {name} {value!r} must be non-empty without "
+                             f"{', '.join(repr(c) for c in bad if c != chr(0))}")
+    info = None
+    if args.config:
+        try:
+            cfg = load_config(args.config)
+        except ConfigError as exc:
+            raise UsageError(f"signage: {exc}") from None
+        if cfg.table != args.table:
+            raise UsageError(f"signage: --config {args.config} is for table {cfg.table!r}, "
+                             f"not {args.table!r}")
+        info = table_info(cfg)
+    code = asyncio.run(_serve(args, broker, info))
+    sys.stdout.flush()
+    return code

@@ -1,0 +1,239 @@
+"""The signage web server: public MQTT topics in, a live page out (server-sent events).
+
+One aiohttp application per table. A background task subscribes with aiomqtt to the table's public
+topics only (:func:`public_topics`: status, round, results, settlements, scoreboard, info, devices/+;
+never ``floor/``, ``alarms`` or ``cmd/``), feeds every message into a
+:class:`~daemon.signage.view.SignageView` and wakes the browsers. It reconnects on its own with
+exponential backoff and jitter; while the broker is unreachable the page shows "feed offline".
+
+HTTP routes:
+    ``GET /``            the page (static/index.html; plain HTML/CSS/JS, no third-party code)
+    ``GET /static/...``  app.js, style.css
+    ``GET /state``       the display model as JSON (same as each SSE event)
+    ``GET /events``      ``text/event-stream``: an ``event: state`` with the whole display model on
+                         connect and after every change (coalesced), a comment line every 15 s.
+
+:func:`start_signage` runs it inside another program's event loop (``tablesense demo`` uses it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+from aiohttp import web
+
+from daemon.signage.view import SignageView
+
+__all__ = ["SignageServer", "parse_hostport", "public_topics", "start_signage"]
+
+STATIC = Path(__file__).resolve().parent / "static"
+KEEPALIVE_S = 15.0
+"""Seconds between SSE comment lines, so proxies and the browser keep the stream open."""
+
+
+def public_topics(prefix: str, table: str) -> list[str]:
+    """The subscription filters of the display, e.g. ``tablesense/T1/round``.
+
+    Only topics signage may read (issue 4 information barrier): no ``floor/`` topic, no ``alarms``
+    (signage shows no alarms), no ``cmd/``, and no multi-level wildcard.
+    """
+    base = f"{prefix}/{table}"
+    return [f"{base}/{s}" for s in ("status", "round", "results", "settlements", "scoreboard", "info",
+                                     "devices/+")]
+
+
+def parse_hostport(text: str, default_port: int) -> tuple[str, int]:
+    """``"host:port"`` (or ``"host"``, ``"[::1]:8080"``) -> ``(host, port)``.
+
+    Raises:
+        ValueError: a port that is not an integer 0-65535 (one-line message naming the text).
+    """
+    host, port_s = text, ""
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_s = rest.lstrip(":")
+    elif text.count(":") == 1:
+        host, port_s = text.split(":")
+    if not port_s:
+        return host or "127.0.0.1", default_port
+    if not port_s.isdigit() or not 0 <= int(port_s) <= 65535:
+        raise ValueError(f"{text!r}: the port must be a number 0-65535")
+    return host or "127.0.0.1", int(port_s)
+
+
+class SignageServer:
+    """The display of one table: MQTT subscriber task plus aiohttp app.
+
+    Args:
+        broker_host / broker_port: the MQTT broker.
+        table: the table id. prefix: the topic prefix (default ``tablesense``).
+        backoff_min / backoff_max: reconnect delay bounds in seconds (exponential, full jitter).
+        info: a ``tablesense.table_info`` payload (:func:`daemon.signage.info.table_info`) shown until
+            one arrives on ``{prefix}/{table}/info``.
+    """
+
+    def __init__(self, broker_host: str, broker_port: int, table: str, prefix: str = "tablesense",
+                 backoff_min: float = 0.2, backoff_max: float = 5.0,
+                 info: dict[str, Any] | None = None) -> None:
+        self.broker_host = broker_host
+        self.broker_port = broker_port
+        self.table = table
+        self.prefix = prefix
+        self.backoff_min = backoff_min
+        self.backoff_max = backoff_max
+        self.view = SignageView(table, prefix)
+        if info is not None:
+            self.view.handle("info", info)
+        self._changed = asyncio.Condition()
+        self._closing = False
+        self._mqtt_task: asyncio.Task[None] | None = None
+        self.malformed = 0
+
+    # --- MQTT side --------------------------------------------------------------------------------
+
+    def _wake(self, sent: int) -> bool:
+        return self.view.version != sent or self._closing
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    def _suffix(self, topic: str) -> str | None:
+        base = f"{self.prefix}/{self.table}/"
+        return topic[len(base):] if topic.startswith(base) else None
+
+    async def handle_message(self, topic: str, payload: bytes | bytearray | str) -> None:
+        """Apply one MQTT message; malformed JSON is counted in :attr:`malformed` and skipped."""
+        suffix = self._suffix(topic)
+        if suffix is None or suffix.startswith("floor/"):
+            return
+        try:
+            data = json.loads(payload)
+        except (ValueError, UnicodeDecodeError):
+            self.malformed += 1
+            return
+        if self.view.handle(suffix, data):
+            await self._notify()
+
+    async def run_mqtt(self) -> None:
+        """Subscribe and follow the table until cancelled; reconnect with backoff on any broker error."""
+        attempt = 0
+        while not self._closing:
+            try:
+                async with aiomqtt.Client(self.broker_host, self.broker_port, keepalive=10,
+                                          timeout=5) as client:
+                    for topic in public_topics(self.prefix, self.table):
+                        await client.subscribe(topic, qos=1)
+                    attempt = 0
+                    self.view.set_broker("connected")
+                    await self._notify()
+                    async for message in client.messages:
+                        payload = message.payload
+                        if not isinstance(payload, bytes | bytearray | str):
+                            self.malformed += 1
+                            continue
+                        await self.handle_message(message.topic.value, payload)
+            except aiomqtt.MqttError:
+                pass
+            except OSError:
+                pass
+            if self._closing:
+                break
+            self.view.set_broker("disconnected")
+            await self._notify()
+            delay = min(self.backoff_max, self.backoff_min * 2 ** attempt)
+            attempt = min(attempt + 1, 16)
+            await asyncio.sleep(random.uniform(delay / 2, delay))
+
+    # --- HTTP side --------------------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        """The aiohttp application (routes above); starts/stops the MQTT task with the app."""
+        app = web.Application()
+        app.router.add_get("/", self._index)
+        app.router.add_get("/state", self._state)
+        app.router.add_get("/events", self._events)
+        app.router.add_static("/static/", STATIC, show_index=False)
+        app.on_startup.append(self._on_startup)
+        app.on_shutdown.append(self._on_shutdown)
+        return app
+
+    async def _on_startup(self, _app: web.Application) -> None:
+        self._mqtt_task = asyncio.create_task(self.run_mqtt(), name=f"signage-mqtt-{self.table}")
+
+    async def _on_shutdown(self, _app: web.Application) -> None:
+        self._closing = True
+        await self._notify()
+        if self._mqtt_task is not None:
+            self._mqtt_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._mqtt_task
+
+    async def _index(self, _request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    async def _state(self, _request: web.Request) -> web.Response:
+        return web.json_response(self.view.to_dict(), headers={"Cache-Control": "no-store"})
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                           "X-Accel-Buffering": "no"})
+        await resp.prepare(request)
+        sent = -1
+        try:
+            await resp.write(b"retry: 1000\n\n")
+            while not self._closing:
+                if self.view.version != sent:
+                    sent = self.view.version
+                    data = json.dumps(self.view.to_dict(), separators=(",", ":"))
+                    await resp.write(f"event: state\ndata: {data}\n\n".encode())
+                    continue
+                async with self._changed:
+                    try:
+                        await asyncio.wait_for(self._changed.wait_for(partial(self._wake, sent)), KEEPALIVE_S)
+                    except TimeoutError:
+                        await resp.write(b": keepalive\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return resp
+
+
+async def start_signage(broker_host: str, broker_port: int, table: str, prefix: str = "tablesense",
+                        listen: str = "127.0.0.1:8080", info: dict[str, Any] | None = None,
+                        ) -> tuple[str, Callable[[], Awaitable[None]]]:
+    """Start the signage server in the running event loop.
+
+    ``listen`` is ``HOST:PORT`` (port 0 picks a free port); ``info`` is an optional table-info payload
+    (:func:`daemon.signage.info.table_info` of the table's config). Returns ``(url, stop)``: the page's URL,
+    e.g. ``http://127.0.0.1:8080/``, and a coroutine function that stops the server and its MQTT task.
+
+    Raises:
+        ValueError: ``listen`` is not ``HOST:PORT``.
+        OSError: the address cannot be bound (e.g. the port is in use).
+    """
+    host, port = parse_hostport(listen, 8080)
+    server = SignageServer(broker_host, broker_port, table, prefix, info=info)
+    runner = web.AppRunner(server.app(), access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    bound: Any = runner.addresses[0]
+    shown = f"[{bound[0]}]" if ":" in str(bound[0]) else str(bound[0])
+    url = f"http://{shown}:{bound[1]}/"
+
+    async def stop() -> None:
+        await runner.cleanup()
+
+    return url, stop
