@@ -63,6 +63,8 @@ class DeviceLink:
         backoff_initial, backoff_max: reconnect delay bounds in seconds.
         auto_ack: send the codec's acknowledge for every decoded event (a daemon that journals events
             should leave this off and call :meth:`ack` after the event is durable).
+        status_on_connect: send a status request right after each open, so the device announces its
+            identity and state (and a device that resends after a replug knows the host is back).
         usb_backend: a ``usb.backend.IBackend`` for ``usb://`` URLs (tests, the simulator).
         on_gap: called with each :class:`~drivers.protocols.base.SequenceGap` the codec reports.
         rng: random source for the jitter (tests pass a seeded one).
@@ -75,7 +77,8 @@ class DeviceLink:
     def __init__(self, name: str, url: str, protocol: str, *, baud: int = 9600,
                  queue: asyncio.Queue[DeviceEvent | DeviceState], stale_after: float = 5.0,
                  stale_reconnect: float | None = None, backoff_initial: float = 0.2,
-                 backoff_max: float = 10.0, auto_ack: bool = False, usb_backend: Any = None,
+                 backoff_max: float = 10.0, auto_ack: bool = False, status_on_connect: bool = True,
+                 usb_backend: Any = None,
                  on_gap: Callable[[SequenceGap], None] | None = None,
                  rng: random.Random | None = None) -> None:
         if stale_after <= 0 or backoff_initial <= 0 or backoff_max < backoff_initial:
@@ -90,6 +93,7 @@ class DeviceLink:
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._auto_ack = auto_ack
+        self._status_on_connect = status_on_connect
         self._usb_backend = usb_backend
         self._on_gap = on_gap
         self._rng = rng or random.Random()
@@ -232,6 +236,11 @@ class DeviceLink:
         received = 0
         frames_at_open = self._codec.stats.frames
         warned_no_frames = False
+        if self._status_on_connect:
+            try:
+                await transport.write(self._codec.status_request())
+            except LinkLost as exc:
+                return exc.cause
         while True:
             now = loop.time()
             if stale:
