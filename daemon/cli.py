@@ -18,6 +18,8 @@ COMMANDS: tuple[str, ...] = (
     "analyze",
     "check_config",
     "schemas",
+    "run",
+    "monitor",
     "signage",
 )
 """Modules of :mod:`daemon.commands`, in the order ``--help`` lists them."""

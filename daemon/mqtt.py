@@ -113,7 +113,7 @@ class CommandRejected(ValueError):
 class MqttSettings:
     """Everything needed to reach the broker for one table.
 
-    ``protocol``: ``"5"`` (MQTT v5, falling back to 3.1.1 when the broker refuses v5), ``"3.1.1"``.
+    ``protocol``: ``"5"`` or ``"3.1.1"``; with ``fallback`` a broker refusing v5 is retried with 3.1.1.
     ``session_expiry``: seconds the broker keeps our session (and queued QoS 1 messages) while we are
     away. ``backoff_min``/``backoff_max``: reconnect delay bounds in seconds (exponential, full jitter).
     ``publish_timeout``: seconds to wait for a PUBACK before the connection is considered dead.
@@ -127,6 +127,7 @@ class MqttSettings:
     client_id: str
     prefix: str = "tablesense"
     protocol: str = "5"
+    fallback: bool = True
     keepalive: int = 15
     session_expiry: int = 7 * 24 * 3600
     backoff_min: float = 0.2
@@ -419,7 +420,7 @@ class Relay:
                     await self._session(client, v5)
             except MqttConnectError as exc:
                 code = getattr(exc.rc, "value", exc.rc)
-                if v5 and self.settings.protocol == "5" and code in _UNSUPPORTED_PROTOCOL:
+                if v5 and self.settings.fallback and code in _UNSUPPORTED_PROTOCOL:
                     log.warning("mqtt_v5_refused_falling_back", code=code)
                     self.protocol = "3.1.1"
                     continue

@@ -317,15 +317,17 @@ async def watch(host: str, port: int, *, prefix: str = "tablesense", table: str 
                 until: Callable[[dict[str, TableView]], bool] | None = None,
                 on_message: Callable[[str, Message], None] | None = None,
                 ready: asyncio.Event | None = None, console: Console | None = None,
-                ) -> dict[str, TableView]:
+                views: dict[str, TableView] | None = None) -> dict[str, TableView]:
     """Subscribe to the public topics and show them until ``until(views)`` is true (or cancelled).
 
     ``ui``: a rich live view; else one plain line per message on ``out`` (default stdout).
     Connects with MQTT 3.1.1 (works with every broker; no v5 feature is needed to read), reconnecting
-    on loss. ``ready`` is set once subscribed. Returns the views by table id.
+    on loss. ``ready`` is set once subscribed. Returns the views by table id (``views``: a dict to fill,
+    so a caller that cancels still has them).
     Raises ``aiomqtt.MqttError`` only if the first connection fails.
     """
-    views: dict[str, TableView] = {}
+    if views is None:
+        views = {}
     con = console or Console(file=out)
     live = Live(console=con, refresh_per_second=8, transient=False) if ui else None
     stream = out

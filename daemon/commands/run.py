@@ -1,0 +1,51 @@
+"""``tablesense run --config FILE``: the service entry point (systemd ``Type=notify``).
+
+Loads and validates the table config, opens (and replays) the journal, then runs the daemon
+(:class:`daemon.app.App`) until SIGTERM or SIGINT, and exits 0. Logs are JSON lines on stdout
+(:mod:`daemon.logging`). A bad config, a damaged or busy journal, or a credentials file other users can
+read is one line on stderr and exit status 2; nothing is started then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from daemon.cli import UsageError
+from daemon.config import ConfigError, load_config
+from daemon.logging import configure
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``run`` sub-command."""
+    p = subparsers.add_parser("run", help="run the table daemon (the systemd service entry point)",
+                              description="Run the table daemon: devices in, state machine, journal, "
+                                          "MQTT out. Stops cleanly on SIGTERM/SIGINT (exit 0).")
+    p.add_argument("--config", required=True, metavar="FILE", help="the table config (TOML)")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                   help="lowest level logged (default: info)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the daemon for ``args.config``; returns the exit status.
+
+    Raises:
+        UsageError: unusable config, journal or credentials (one line).
+    """
+    from daemon.app import App, StartupError
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    configure(args.log_level)
+    app = App(config, install_signals=True)
+    try:
+        app.open()
+    except StartupError as exc:
+        raise UsageError(str(exc)) from None
+    return asyncio.run(app.run())
