@@ -447,3 +447,28 @@ def test_any_mutated_request_settles_or_is_one_usage_error(
     else:
         assert all(type(w["net"]) is int for w in result["wagers"])
         assert result["totals"]["net"] == sum(w["net"] for w in result["wagers"])
+
+
+# --- the game dispatcher the command uses ---------------------------------------------------------
+
+
+def test_dispatcher_games_and_shapes() -> None:
+    from daemon.rules.cards import Card
+    from daemon.rules.errors import RulesError
+    from daemon.rules.games import GAMES, UnknownGame, get_game
+
+    assert list(GAMES) == ["baccarat", "ez-baccarat", "blackjack", "uth"]
+    with pytest.raises(UnknownGame, match="choose one of baccarat, ez-baccarat, blackjack, uth"):
+        get_game("Blackjack")
+    blackjack = get_game("blackjack")
+    with pytest.raises(RulesError, match="number of decks is required"):
+        blackjack.rules(None)
+    rules = blackjack.rules(2, {"perfect_pairs": "25-15-5"})
+    with pytest.raises(RulesError, match="given as hands"):
+        blackjack.settle([Card.parse("QH")], [], rules)
+    baccarat = get_game("baccarat")
+    with pytest.raises(RulesError, match="cards in draw order"):
+        baccarat.settle({"1": [Card.parse("QH")]}, [], baccarat.rules(8))
+    assert get_game("uth").rules(None).paytables == {"ultimate_pairs": "A"}
+    (analysis,) = blackjack.analyze(rules)
+    assert analysis.paytable == "25-15-5" and round(float(analysis.house_edge) * 100, 4) == 20.3883
