@@ -102,7 +102,7 @@ class CardRecord(msgspec.Struct, kw_only=True, frozen=True):
         ts: ISO-8601 UTC time of the input.
         device: the device name, or ``None`` for a card entered by command.
         device_seq: the device's own sequence number, or ``None``.
-        alarm_no: the alarm raised about this card, if any.
+        alarm_id: the alarm raised about this card, if any.
     """
 
     index: int
@@ -113,7 +113,7 @@ class CardRecord(msgspec.Struct, kw_only=True, frozen=True):
     ts: str
     device: str | None = None
     device_seq: int | None = None
-    alarm_no: int | None = None
+    alarm_id: str | None = None
 
 
 class WagerRecord(msgspec.Struct, kw_only=True, frozen=True):
@@ -153,7 +153,7 @@ class SettlementRecord(msgspec.Struct, kw_only=True, frozen=True):
 class AlarmRecord(msgspec.Struct, kw_only=True, frozen=True):
     """An alarm as kept in the floor record (same fields as :class:`AlarmMessage`)."""
 
-    alarm_no: int
+    alarm_id: str
     code: str
     severity: str
     text: str
@@ -312,7 +312,7 @@ class AlarmMessage(Message, frozen=True, tag="tablesense.alarm"):
     """An irregularity (issue 6) with a stable ``code`` (docs/state-machine.md, alarm codes).
 
     Attributes:
-        alarm_no: number of the alarm on this table (the id ``ack_alarm`` names).
+        alarm_id: ``"{shoe}.{n}"``, the n-th alarm of the shoe (the id ``ack_alarm`` names).
         code: stable alarm code, e.g. ``CARD_NOT_IN_SHOE``.
         severity: ``info``, ``warning`` or ``critical``.
         text: one line for people; never names a face-down card.
@@ -320,7 +320,7 @@ class AlarmMessage(Message, frozen=True, tag="tablesense.alarm"):
         held: the round is held because of this alarm.
     """
 
-    alarm_no: int
+    alarm_id: str
     code: str
     severity: str
     text: str

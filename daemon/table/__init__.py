@@ -5,3 +5,8 @@ comes out as :class:`~daemon.table.inputs.Emit`. No I/O, no clock: the timestamp
 by the caller (the journal), so replaying the same inputs gives the same state and the same emits.
 The machine itself is :class:`daemon.table.machine.TableMachine`.
 """
+
+from daemon.table.inputs import Channel, Command, CommandReply, Emit, TimedInput
+from daemon.table.machine import Phase, TableMachine, replay
+
+__all__ = ["Channel", "Command", "CommandReply", "Emit", "Phase", "TableMachine", "TimedInput", "replay"]
