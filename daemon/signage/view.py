@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
+from daemon.messages import DeviceStatus, RoundResults, RoundState, SettlementMessage, TableStatus
 from daemon.rules.cards import Card, InvalidCard
 from daemon.rules.pairs import classify_pair
-from daemon.scoreboard import RoundOutcome, Scoreboard, Winner
+from daemon.scoreboard import RoundOutcome, Scoreboard
 
 __all__ = ["GAME_LABELS", "PAIR_BETS", "SignageView", "category_label", "format_money"]
 
@@ -36,6 +39,10 @@ PAIR_BETS = frozenset({"perfect_pairs", "ultimate_pairs"})
 BET_LABELS = {"perfect_pairs": "Perfect Pairs", "ultimate_pairs": "Ultimate Pairs", "tie": "Tie",
               "dragon_bonus": "Dragon Bonus", "dragon_7": "Dragon 7", "panda_8": "Panda 8",
               "house_money": "House Money", "player": "Player", "banker": "Banker"}
+
+_TOPIC_TYPES: dict[str, type[msgspec.Struct]] = {
+    "status": TableStatus, "round": RoundState, "results": RoundResults, "settlements": SettlementMessage,
+    "devices": DeviceStatus}
 
 NOT_A_HIT = frozenset({"no_pair", "lose", "none", "ineligible", "void", ""})
 
@@ -110,7 +117,7 @@ class SignageView:
         """
         try:
             changed = self._handle(suffix, payload)
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except (KeyError, TypeError, ValueError, AttributeError, msgspec.ValidationError):
             changed = False
             self.rejected += 1
         if changed:
@@ -120,36 +127,11 @@ class SignageView:
     def _handle(self, suffix: str, p: Any) -> bool:
         if not isinstance(p, dict):
             raise TypeError("payload is not a JSON object")
-        if suffix == "status":
-            self.table_status = str(p["state"])
-            self.status_detail = str(p.get("detail", ""))
-            return True
         if suffix == "info":
+            if not isinstance(p.get("wagers", []), list):
+                raise TypeError("info.wagers is not a list")
             self.info = p
             self.game = str(p.get("game") or self.game or "") or None
-            return True
-        if suffix.startswith("devices/"):
-            self.devices[str(p.get("name") or suffix.split("/", 1)[1])] = str(p["state"])
-            return True
-        if suffix == "round":
-            self.game = str(p["game"])
-            self._enter_round(p.get("shoe"), p.get("round"))
-            self.round_state = p
-            if not self.scoreboard_from_daemon and p.get("cards_remaining") is not None:
-                self._local_board.set_cards_remaining(int(p["cards_remaining"]))
-            return True
-        if suffix == "results":
-            self.game = str(p["game"])
-            self._enter_round(p.get("shoe"), p.get("round"))
-            self.results = p
-            self._feed_local_board(p)
-            return True
-        if suffix == "settlements":
-            self._enter_round(p.get("shoe"), p.get("round"))
-            bet, category, odds = str(p["bet"]), str(p["category"]), p.get("odds")
-            if p.get("outcome") == "win" and odds:
-                self._seen_odds[(bet, category)] = str(odds)
-            self.settlements.append(p)
             return True
         if suffix == "scoreboard":
             roads = p["roads"]
@@ -158,7 +140,36 @@ class SignageView:
             self.scoreboard = roads
             self.scoreboard_from_daemon = True
             return True
-        return False
+        kind = _TOPIC_TYPES.get(suffix.split("/", 1)[0])
+        if kind is None:
+            return False
+        msg = msgspec.convert(p, type=kind)  # the daemon's message shape (daemon/messages.py), or raise
+        data: dict[str, Any] = msgspec.to_builtins(msg)
+        if isinstance(msg, TableStatus):
+            self.table_status, self.status_detail = msg.state, msg.detail
+        elif isinstance(msg, DeviceStatus):
+            self.devices[msg.name] = msg.state
+        elif isinstance(msg, RoundState):
+            self.game = msg.game
+            self._enter_round(msg.shoe, msg.round)
+            self.round_state = data
+            if not self.scoreboard_from_daemon:
+                self._local_board.set_cards_remaining(msg.cards_remaining)
+                if self.scoreboard is not None:
+                    self.scoreboard = self._local_board.to_dict()
+        elif isinstance(msg, RoundResults):
+            outcome = RoundOutcome.from_results(msg)  # raises on a winner that is not a result
+            self.game = msg.game
+            self._enter_round(msg.shoe, msg.round)
+            self.results = data
+            if outcome is not None and not self.scoreboard_from_daemon and self._local_board.add(outcome):
+                self.scoreboard = self._local_board.to_dict()
+        elif isinstance(msg, SettlementMessage):
+            self._enter_round(msg.shoe, msg.round)
+            if msg.outcome == "win" and msg.odds:
+                self._seen_odds[(msg.bet, msg.category)] = msg.odds
+            self.settlements.append(data)
+        return True
 
     def _enter_round(self, shoe: Any, rnd: Any) -> None:
         """A message of a later round clears the previous round's settlements, results and banners."""
@@ -170,20 +181,6 @@ class SignageView:
             self.settlements = []
             if self.results is not None and (self.results.get("shoe"), self.results.get("round")) != key:
                 self.results = None
-
-    def _feed_local_board(self, p: dict[str, Any]) -> None:
-        """Build the roads from results when the daemon publishes no scoreboard (late start shows only
-        the rounds seen since the display started)."""
-        bac = p.get("baccarat")
-        if self.scoreboard_from_daemon or p.get("void") or not isinstance(bac, dict):
-            return
-        self._local_board.add(RoundOutcome(
-            winner=Winner(str(bac["winner"])), player_pair=bool(bac.get("player_pair")),
-            banker_pair=bool(bac.get("banker_pair")),
-            natural=bool(bac.get("player_natural") or bac.get("banker_natural")),
-            player_total=bac.get("player_total"), banker_total=bac.get("banker_total"),
-            shoe=p.get("shoe"), round=p.get("round")))
-        self.scoreboard = self._local_board.to_dict()
 
     # --- output -----------------------------------------------------------------------------------
 

@@ -1,0 +1,186 @@
+"""The signage display model, table info, topics and the command line (no browser)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from daemon.cli import main
+from daemon.config import load_config
+from daemon.messages import (
+    BaccaratOutcome,
+    BoxResult,
+    PublicCard,
+    RoundResults,
+    RoundState,
+    SettlementMessage,
+)
+from daemon.signage.info import table_info
+from daemon.signage.server import parse_hostport, public_topics
+from daemon.signage.view import SignageView, category_label, format_money
+
+ROOT = Path(__file__).resolve().parents[1]
+TS = "2026-11-29T12:00:00Z"
+
+
+def b(msg: msgspec.Struct) -> object:
+    """A message as the display receives it: the daemon's JSON, decoded to builtins."""
+    return msgspec.json.decode(msgspec.json.encode(msg))
+
+
+def coup(winner: str, player: tuple[str, ...], banker: tuple[str, ...], pt: int, bt: int,
+         pp: bool = False, bp: bool = False) -> BaccaratOutcome:
+    return BaccaratOutcome(player=player, banker=banker, player_total=pt, banker_total=bt, winner=winner,
+                           player_natural=pt >= 8 and len(player) == 2,
+                           banker_natural=bt >= 8 and len(banker) == 2, player_pair=pp, banker_pair=bp)
+
+
+def settlement(rnd: int, bet: str, hand: str | None, seat: str, outcome: str, category: str,
+               odds: str | None) -> SettlementMessage:
+    return SettlementMessage(table="T1", ts=TS, shoe=1, round=rnd, spot=f"{seat}{bet}", seat=seat, bet=bet,
+                             hand=hand, stake=1000, outcome=outcome, category=category, odds=odds,
+                             net=0)
+
+
+def test_public_topics_never_include_floor_alarms_commands_or_wildcards() -> None:
+    topics = public_topics("casino/tablesense", "T1")
+    assert all(t.startswith("casino/tablesense/T1/") for t in topics)
+    assert not any("floor" in t or "alarms" in t or "/cmd" in t or "#" in t for t in topics)
+    assert {t.rsplit("/T1/", 1)[1] for t in topics} == {
+        "status", "round", "results", "settlements", "scoreboard", "info", "devices/+"}
+
+
+def test_parse_hostport() -> None:
+    assert parse_hostport("10.0.0.5:1884", 1883) == ("10.0.0.5", 1884)
+    assert parse_hostport("broker", 1883) == ("broker", 1883)
+    assert parse_hostport("[::1]:8080", 80) == ("::1", 8080)
+    assert parse_hostport(":0", 80) == ("127.0.0.1", 0)
+    with pytest.raises(ValueError, match="port"):
+        parse_hostport("h:99999", 1)
+
+
+def test_money_and_labels_without_floats() -> None:
+    assert format_money(2500, "USD") == "$25"
+    assert format_money(2550, "EUR") == "€25.50"
+    assert format_money(123456789, "USD") == "$1,234,567.89"
+    assert format_money(500, "XYZ", 0) == "500 XYZ"
+    assert category_label("ace_queen_or_jack_suited") == "Ace Queen Or Jack Suited"
+
+
+def test_baccarat_pair_banner_from_settlement_with_its_odds() -> None:
+    v = SignageView("T1")
+    v.handle("round", b(RoundState(table="T1", ts=TS, shoe=1, round=4, game="baccarat", phase="dealing")))
+    for seat in ("3", "5"):
+        v.handle("settlements", b(settlement(4, "perfect_pairs", "player", seat, "win", "perfect_pair",
+                                             "25 to 1")))
+    v.handle("settlements", b(settlement(4, "perfect_pairs", "banker", "5", "lose", "no_pair", None)))
+    assert [x["text"] for x in v.banners()] == ["Player Perfect Pair — 25 to 1"]  # two winners, one banner
+    # the results add nothing new for the Player; a Banker pair nobody bet on gets a banner from info odds
+    v.handle("info", table_info(load_config(ROOT / "deploy/examples/baccarat.toml")))
+    v.handle("results", b(RoundResults(table="T1", ts=TS, shoe=1, round=4, game="baccarat", baccarat=coup(
+        "banker", ("QH", "QH"), ("5D", "5S", "KC"), 0, 0 + 5 + 5 - 10, pp=True, bp=True))))
+    texts = [x["text"] for x in v.banners()]
+    assert texts == ["Player Perfect Pair — 25 to 1", "Banker Mixed Pair — 6 to 1"]
+    # the next round clears them
+    v.handle("round", b(RoundState(table="T1", ts=TS, shoe=1, round=5, game="baccarat", phase="betting")))
+    assert v.banners() == [] and v.to_dict()["results"] is None
+
+
+def test_blackjack_and_uth_banners_name_the_box_or_seat() -> None:
+    v = SignageView("BJ")
+    v.handle("results", b(RoundResults(table="BJ", ts=TS, shoe=1, round=2, game="blackjack", boxes=(
+        BoxResult(position="1", cards=("8H", "8D"), pair="colored_pair"),
+        BoxResult(position="3", cards=("9C", "2D"), pair="no_pair")), dealer=("KS",))))
+    v.handle("settlements", b(settlement(2, "perfect_pairs", None, "1", "win", "colored_pair", "12 to 1")))
+    assert [x["text"] for x in v.banners()] == ["Box 1 Colored Pair — 12 to 1"]
+    u = SignageView("U")
+    u.handle("results", b(RoundResults(table="U", ts=TS, shoe=1, round=9, game="uth", boxes=(
+        BoxResult(position="2", cards=("AS", "KS"), pair="ace_king_suited"),))))
+    u.handle("info", table_info(load_config(ROOT / "deploy/examples/uth.toml")))
+    assert [x["text"] for x in u.banners()] == ["Seat 2 Ace King Suited — 25 to 1"]
+
+
+def test_wagers_from_table_info_with_limits_else_from_settlements() -> None:
+    v = SignageView("T1")
+    assert v.wagers() == ("none", [])
+    v.handle("settlements", b(settlement(1, "perfect_pairs", "player", "1", "win", "colored_pair",
+                                         "12 to 1")))
+    v.handle("settlements", b(settlement(1, "banker", None, "1", "win", "banker_win", "1 to 1")))
+    source, wagers = v.wagers()
+    assert source == "settlements"
+    assert wagers == [{"bet": "perfect_pairs", "label": "Perfect Pairs", "limits": None,
+                       "paytable": [{"label": "Colored Pair", "odds": "12 to 1"}]}]
+    v.handle("info", table_info(load_config(ROOT / "deploy/examples/baccarat.toml")))
+    source, wagers = v.wagers()
+    assert source == "info"
+    pp = next(w for w in wagers if w["bet"] == "perfect_pairs")
+    assert pp["limits"] == "€5 – €200"
+    assert [(x["label"], x["odds"]) for x in pp["paytable"]] == [
+        ("Perfect Pair", "25 to 1"), ("Colored Pair", "12 to 1"), ("Mixed Pair", "6 to 1")]
+    assert all(w["bet"] not in ("player", "banker") for w in wagers)
+
+
+def test_table_info_for_every_example_config() -> None:
+    for game in ("baccarat", "ez-baccarat", "blackjack", "uth"):
+        cfg = load_config(ROOT / f"deploy/examples/{game}.toml")
+        info = table_info(cfg)
+        assert info["schema"] == "tablesense.table_info" and info["game"] == cfg.game
+        main_wagers = {"player", "banker", "blackjack", "ante"}
+        assert {w["bet"] for w in info["wagers"]} == set(cfg.wagers) - main_wagers
+        for w in info["wagers"]:
+            assert isinstance(w["min"], int) and isinstance(w["max"], int)
+
+
+def test_local_roads_from_results_until_the_daemon_publishes_a_scoreboard() -> None:
+    v = SignageView("T1")
+    script = [("banker", 2, 7), ("banker", 1, 9), ("tie", 6, 6), ("player", 8, 3)]
+    for rnd, (w, p, bk) in enumerate(script, 1):
+        v.handle("results", b(RoundResults(table="T1", ts=TS, shoe=1, round=rnd, game="baccarat",
+                                           baccarat=coup(w, ("2C", "KD"), ("7D", "KS"), p, bk))))
+    v.handle("results", b(RoundResults(table="T1", ts=TS, shoe=1, round=5, game="baccarat", void=True)))
+    d = v.to_dict()
+    assert d["scoreboard_source"] == "display"
+    assert [c["result"] for c in d["scoreboard"]["bead_plate"]] == ["banker", "banker", "tie", "player"]
+    assert [c["ties"] for c in d["scoreboard"]["big_road"]] == [0, 1, 0]
+    v.handle("scoreboard", {"schema": "tablesense.scoreboard", "table": "T1", "roads": {"bead_plate": []}})
+    assert v.to_dict()["scoreboard_source"] == "daemon" and v.to_dict()["scoreboard"] == {"bead_plate": []}
+
+
+def test_malformed_messages_are_counted_and_skipped() -> None:
+    v = SignageView("T1")
+    before = v.to_dict()
+    for suffix, payload in (("status", {"nostate": 1}), ("round", [1, 2]), ("scoreboard", {"roads": 3}),
+                            ("results", {"game": "baccarat", "baccarat": {"winner": "dragon"}}),
+                            ("settlements", "x")):
+        assert v.handle(suffix, payload) is False
+    assert v.rejected == 5
+    after = v.to_dict()
+    del after["rejected"], before["rejected"]
+    assert after == before
+
+
+def test_round_state_cards_and_status() -> None:
+    v = SignageView("T1")
+    v.handle("status", {"schema": "tablesense.status", "table": "T1", "ts": TS, "state": "offline"})
+    v.handle("devices/shoe", {"schema": "tablesense.device", "table": "T1", "ts": TS, "name": "shoe",
+                              "state": "online"})
+    v.handle("round", b(RoundState(table="T1", ts=TS, shoe=2, round=7, game="baccarat", phase="dealing",
+                                   cards=(PublicCard(index=1, card="QH", position="player"),),
+                                   cards_remaining=400)))
+    d = v.to_dict()
+    assert (d["table_status"], d["phase"], d["round"], d["shoe"]) == ("offline", "dealing", 7, 2)
+    assert list(d["cards"]) == [{"index": 1, "card": "QH", "position": "player"}]
+    assert d["devices"] == {"shoe": "online"} and d["game_label"] == "Baccarat"
+
+
+def test_cli_rejects_bad_arguments_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["signage", "--broker", "h:notaport", "--table", "T1"]) == 2
+    assert main(["signage", "--broker", "h:1883", "--table", "T/1"]) == 2
+    assert main(["signage", "--broker", "h:1883", "--table", "T1", "--config", "/nonexistent.toml"]) == 2
+    assert main(["signage", "--broker", "h:1883", "--table", "T1",
+                 "--config", str(ROOT / "deploy/examples/baccarat.toml")]) == 2  # config is for bac-01
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all(line.startswith("tablesense: signage: ") for line in err)
+    assert "bac-01" in err[3]
