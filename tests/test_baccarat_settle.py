@@ -423,3 +423,10 @@ def test_ruling_net_per_unit_is_exact() -> None:
     assert Ruling(Outcome.LOSE, "lose").net_per_unit(STD) == -1
     assert Ruling(Outcome.PUSH, "tie").net_per_unit(STD) == 0
     assert rule_dragon_bonus(B, coup, STD.dragon_bonus).net_per_unit(STD) == 1
+
+
+def test_variant_given_as_text_is_coerced() -> None:
+    rules = BaccaratRules("ez-baccarat", 8, commission=CommissionRule(rate=Fraction(0)))  # type: ignore[arg-type]
+    assert rules.variant is BaccaratVariant.EZ and rules.offers(Bet.DRAGON_7)
+    with pytest.raises(InvalidRulesSubmission, match="unknown baccarat game"):
+        BaccaratRules("punto", 8)  # type: ignore[arg-type]

@@ -115,6 +115,11 @@ class BaccaratRules:
     house_money: HouseMoneyPaytable = HOUSE_MONEY_PAYTABLES[_DEFAULT_HOUSE_MONEY]
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "variant", BaccaratVariant(self.variant))
+        except ValueError:
+            raise InvalidRulesSubmission(f"unknown baccarat game {self.variant!r} "
+                                         "(choose baccarat or ez-baccarat)") from None
         if not isinstance(self.decks, int) or isinstance(self.decks, bool) or not 1 <= self.decks <= 8:
             raise InvalidRulesSubmission(f"decks must be an integer from 1 to 8, got {self.decks!r}")
         if self.variant is BaccaratVariant.EZ and self.commission.rate != 0:
