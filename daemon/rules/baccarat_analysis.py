@@ -38,6 +38,7 @@ from daemon.rules.baccarat import (
     rule_main_wager,
     rule_perfect_pairs,
 )
+from daemon.rules.baccarat_wagers import DRAGON_7_ODDS, PANDA_8_ODDS
 from daemon.rules.cards import Card, Rank, ShoeComposition, Suit
 from daemon.rules.errors import RulesError
 from daemon.rules.settlement import Bet, Hand, Outcome
@@ -267,9 +268,9 @@ def _main_label(bet: Bet, rules: BaccaratRules) -> str:
     if bet is Bet.TIE:
         return str(rules.tie)
     if bet is Bet.DRAGON_7:
-        return "40 to 1"
+        return str(DRAGON_7_ODDS)
     if bet is Bet.PANDA_8:
-        return "25 to 1"
+        return str(PANDA_8_ODDS)
     return "1 to 1"
 
 
