@@ -1,0 +1,21 @@
+"""The table's write-ahead journal, transactional outbox and game recall (issue 5; docs/journal.md).
+
+``Journal`` (writer, one process) and ``open_for_recall`` (read-only, any process). Knows SQLite and
+message rows; no game rules (design.md "Layers and their rooms").
+"""
+
+from daemon.journal.errors import JournalDamaged, JournalError, JournalUnwritable
+from daemon.journal.recall import JournalMissing, RecallReader, RoundRecord, open_for_recall
+from daemon.journal.store import Journal, OutboxRow
+
+__all__ = [
+    "Journal",
+    "JournalDamaged",
+    "JournalError",
+    "JournalMissing",
+    "JournalUnwritable",
+    "OutboxRow",
+    "RecallReader",
+    "RoundRecord",
+    "open_for_recall",
+]

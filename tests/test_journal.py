@@ -1,0 +1,381 @@
+"""Journal and outbox: order, seq/msg_id across restarts, atomicity, replay, retention, bounded memory."""
+
+from __future__ import annotations
+
+import sqlite3
+import tracemalloc
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import msgspec
+import pytest
+from journal_support import PAD, SHOE, TABLE, Step, Traffic
+
+from daemon.journal import Journal, JournalDamaged, JournalUnwritable, OutboxRow, open_for_recall
+from daemon.messages import RoundState, SettlementMessage, decode_message
+from daemon.table.inputs import Channel, Emit, TimedInput
+from drivers.events import Heartbeat, LinkState, ShoeStatus, ShoeStatusKind
+
+
+def feed(journal: Journal, steps: list[Step]) -> list[OutboxRow]:
+    rows: list[OutboxRow] = []
+    for inp, emits in steps:
+        rows.extend(journal.append(inp, emits))
+    return rows
+
+
+def deliver_all(journal: Journal) -> None:
+    while rows := journal.pending(limit=50):
+        for row in rows:
+            journal.mark_delivered(row.row_id)
+
+
+@pytest.fixture
+def traffic() -> Traffic:
+    return Traffic()
+
+
+def test_append_pending_mark_delivered_in_order(tmp_path: Path, traffic: Traffic) -> None:
+    with Journal(tmp_path, TABLE) as j:
+        steps = traffic.new_shoe() + traffic.baccarat_round()
+        rows = feed(j, steps)
+        n_emits = sum(len(e) for _, e in steps)
+        assert [r.seq for r in rows] == list(range(1, n_emits + 1))
+        assert all(r.row_id == r.seq for r in rows)
+        assert j.pending_count() == n_emits
+        pending = j.pending(limit=1000)
+        assert pending == rows
+        # each stored payload is the emitted message with seq and msg_id filled in
+        flat = [e for _, emits in steps for e in emits]
+        for row, emit in zip(pending, flat, strict=True):
+            msg = decode_message(row.payload)
+            assert msg == msgspec.structs.replace(emit.message, seq=row.seq, msg_id=row.msg_id)
+            assert row.channel == emit.channel.value and row.retain == emit.retain and row.qos == emit.qos
+        assert len({r.msg_id for r in rows}) == len(rows)
+        j.mark_delivered(rows[0].row_id)
+        j.mark_delivered(rows[2].row_id)
+        j.mark_delivered(rows[2].row_id)  # idempotent
+        assert [r.seq for r in j.pending(limit=3)] == [2, 4, 5]
+        assert [r.seq for r in j.pending(limit=2, after_row=4)] == [5, 6]
+        assert j.pending_count() == n_emits - 2
+        with pytest.raises(KeyError):
+            j.mark_delivered(10_000)
+        with pytest.raises(ValueError):
+            j.pending(limit=0)
+
+
+def test_input_without_emits_is_journaled_and_takes_no_seq(tmp_path: Path, traffic: Traffic) -> None:
+    with Journal(tmp_path, TABLE) as j:
+        feed(j, traffic.new_shoe())
+        assert j.append(*traffic.heartbeat()) == []
+        assert j.last_seq == 1
+        rows = feed(j, traffic.baccarat_round())
+        assert rows[0].seq == 2
+        assert [type(i.event) for i in j.replay_inputs()][:2] == [ShoeStatus, Heartbeat]
+
+
+def test_seq_and_msg_id_survive_close_and_reopen(tmp_path: Path, traffic: Traffic) -> None:
+    j = Journal(tmp_path, TABLE)
+    first = feed(j, traffic.new_shoe() + traffic.baccarat_round())
+    j.mark_delivered(first[0].row_id)
+    epoch = j.epoch
+    j.close()
+    j = Journal(tmp_path, TABLE)
+    assert j.epoch == epoch and j.last_seq == first[-1].seq
+    assert j.pending(limit=1000) == first[1:]  # same rows, same msg_id, same payload
+    assert first[1].msg_id == f"{TABLE}-{epoch}-{first[1].seq}"
+    more = feed(j, traffic.baccarat_round())
+    assert more[0].seq == first[-1].seq + 1
+    assert [r.seq for r in j.pending(limit=1000)] == list(range(2, more[-1].seq + 1))
+    j.close()
+
+
+def test_msg_ids_differ_between_two_journal_files(tmp_path: Path) -> None:
+    a = Journal(tmp_path / "a", TABLE)
+    b = Journal(tmp_path / "b", TABLE)
+    ra = feed(a, Traffic().new_shoe())
+    rb = feed(b, Traffic().new_shoe())
+    assert ra[0].seq == rb[0].seq == 1 and ra[0].msg_id != rb[0].msg_id
+    a.close()
+    b.close()
+
+
+def test_failure_mid_append_leaves_nothing(tmp_path: Path, traffic: Traffic) -> None:
+    j = Journal(tmp_path, TABLE)
+    feed(j, traffic.new_shoe())
+    before = (j.last_seq, j.pending_count(), len(list(j.replay_inputs())))
+    # a real failure inside the transaction, after the input row and the first outbox rows went in
+    side = sqlite3.connect(j.path)
+    side.execute("CREATE TRIGGER boom BEFORE INSERT ON outbox WHEN NEW.row_id = 6 "
+                 "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    side.commit()
+    steps = traffic.baccarat_round()
+    feed(j, steps[:4])  # the bet (no message) and 3 cards: rows 2, 3, 4
+    assert j.last_seq == 4
+    with pytest.raises(JournalUnwritable, match="injected failure"):
+        j.append(*steps[4])  # 4th card: round state (row 5, inserted) + settlement (row 6, fails)
+    assert j.last_seq == 4 and j.pending_count() == 4
+    assert len(list(j.replay_inputs())) == before[2] + 4
+    assert side.execute("SELECT count(*) FROM outbox WHERE input_id = (SELECT max(id) FROM inputs)"
+                        ).fetchone()[0] == 1  # the 3rd card's single row; nothing of the failed append
+    side.execute("DROP TRIGGER boom")
+    side.commit()
+    side.close()
+    rows = j.append(*steps[4])  # the same append now succeeds with the seq the failed one would have had
+    assert [r.seq for r in rows] == [5, 6]
+    j.close()
+    with Journal(tmp_path, TABLE) as j2:
+        assert [r.seq for r in j2.pending(limit=100)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_unjournalable_input_raises_before_writing(tmp_path: Path) -> None:
+    with Journal(tmp_path, TABLE) as j:
+        with pytest.raises(TypeError):
+            j.append(TimedInput("2026-11-29T12:00:00Z", object()), [])  # type: ignore[arg-type]
+        assert list(j.replay_inputs()) == []
+
+
+def test_size_cap_reached_raises_unwritable_and_keeps_earlier_rows(tmp_path: Path) -> None:
+    traffic = Traffic()
+    j = Journal(tmp_path, TABLE, max_size_bytes=64 * 1024)
+    written: list[OutboxRow] = []
+    with pytest.raises(JournalUnwritable, match="full"):
+        for _ in range(500):
+            for inp, emits in traffic.baccarat_round():
+                written.extend(j.append(inp, emits))
+    assert written, "some rounds fit before the cap"
+    assert j.last_seq == written[-1].seq and j.pending_count() == len(written)
+    j.close()
+    with Journal(tmp_path, TABLE) as j2:  # opens clean: integrity and checksums pass
+        assert j2.pending(limit=100_000) == written
+
+
+def test_damaged_file_refuses_to_open(tmp_path: Path, traffic: Traffic) -> None:
+    j = Journal(tmp_path, TABLE)
+    for _ in range(20):
+        feed(j, traffic.baccarat_round())
+    j.close()
+    data = bytearray(j.path.read_bytes())
+    page = 4096
+    assert len(data) > 6 * page
+    data[3 * page: 5 * page] = bytes((i * 37 + 11) % 256 for i in range(2 * page))  # garbage in 2 pages
+    j.path.write_bytes(bytes(data))
+    with pytest.raises(JournalDamaged):
+        Journal(tmp_path, TABLE)
+    with pytest.raises(JournalDamaged):
+        open_for_recall(tmp_path)
+
+
+def test_changed_row_content_is_caught_by_its_checksum(tmp_path: Path, traffic: Traffic) -> None:
+    j = Journal(tmp_path, TABLE)
+    rows = feed(j, traffic.new_shoe() + traffic.baccarat_round(stake=2500))
+    j.close()
+    data = j.path.read_bytes()
+    needle = b'"stake":2500'
+    assert needle in data
+    j.path.write_bytes(data.replace(needle, b'"stake":9500', 1))  # same length: SQLite's structure is intact
+    side = sqlite3.connect(j.path)
+    assert side.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    side.close()
+    with pytest.raises(JournalDamaged, match="checksum"):
+        Journal(tmp_path, TABLE)
+    assert rows
+
+
+def test_garbage_file_and_foreign_journal_refuse_to_open(tmp_path: Path) -> None:
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "journal.sqlite").write_bytes(b"this is not a database" * 500)
+    with pytest.raises(JournalDamaged):
+        Journal(tmp_path / "g", TABLE)
+    Journal(tmp_path / "t", "other-table").close()
+    with pytest.raises(JournalDamaged, match="other-table"):
+        Journal(tmp_path / "t", TABLE)
+    side = sqlite3.connect(tmp_path / "t" / "journal.sqlite")
+    side.execute("PRAGMA user_version=99")
+    side.close()
+    with pytest.raises(JournalDamaged, match="schema version 99"):
+        Journal(tmp_path / "t", "other-table")
+
+
+def test_second_writer_is_refused(tmp_path: Path) -> None:
+    with Journal(tmp_path, TABLE), pytest.raises(JournalUnwritable, match="in use"):
+        Journal(tmp_path, TABLE)
+    Journal(tmp_path, TABLE).close()  # free again once closed
+
+
+def test_directory_that_cannot_be_created_is_unwritable(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(JournalUnwritable):
+        Journal(tmp_path / "file" / "sub", TABLE)
+
+
+def test_retention_must_cover_recall() -> None:
+    with pytest.raises(ValueError, match="at least 10"):
+        Journal("/nonexistent-never-created", TABLE, retention_rounds=9)
+
+
+def test_replay_starts_at_the_current_shoe(tmp_path: Path, traffic: Traffic) -> None:
+    with Journal(tmp_path, TABLE) as j:
+        assert list(j.replay_inputs()) == []
+        first_shoe = traffic.new_shoe() + traffic.baccarat_round()
+        feed(j, first_shoe)
+        assert [i for i in j.replay_inputs()] == [inp for inp, _ in first_shoe]
+        second = traffic.new_shoe() + traffic.baccarat_round(alarm=True) + [traffic.command("ack_alarm",
+                                                                                            alarm="2.1")]
+        second.append(traffic.device_state(SHOE, LinkState.STALE))
+        second += traffic.baccarat_round()[:3]  # the open round
+        feed(j, second)
+        replay = list(j.replay_inputs())
+        assert replay == [inp for inp, _ in second]
+        assert isinstance(replay[0].event, ShoeStatus) and replay[0].event.kind is ShoeStatusKind.NEW_SHOE
+    with Journal(tmp_path, TABLE) as j:  # the anchor survives a restart
+        assert list(j.replay_inputs()) == [inp for inp, _ in second]
+
+
+def test_last_device_seq(tmp_path: Path, traffic: Traffic) -> None:
+    with Journal(tmp_path, TABLE) as j:
+        assert j.last_device_seq(SHOE) is None
+        feed(j, traffic.new_shoe() + traffic.baccarat_round())
+        feed(j, [traffic.device_state(SHOE, LinkState.DISCONNECTED)])  # no device seq: unchanged
+        assert j.last_device_seq(SHOE) == 5 and j.last_device_seq(PAD) == 2
+    with Journal(tmp_path, TABLE) as j:
+        assert j.last_device_seq(SHOE) == 5
+
+
+def test_retained_latest_is_the_latest_delivered_per_topic(tmp_path: Path, traffic: Traffic) -> None:
+    with Journal(tmp_path, TABLE) as j:
+        feed(j, traffic.new_shoe() + traffic.baccarat_round())
+        feed(j, [traffic.device_state(SHOE, LinkState.ONLINE), traffic.device_state(PAD, LinkState.ONLINE)])
+        assert j.retained_latest() == []  # nothing delivered yet: the relay publishes in order anyway
+        deliver_all(j)
+        latest = j.retained_latest()
+        assert [(r.channel, r.device) for r in latest] == [
+            ("round", None), ("devices", SHOE), ("devices", PAD)]
+        assert j.pending(limit=10) == []
+        newer = feed(j, traffic.baccarat_round()[:2])  # a newer round state, not yet delivered
+        assert j.retained_latest() == latest
+        j.mark_delivered(newer[-1].row_id)
+        again = j.retained_latest()
+        assert again[-1] == newer[-1] and len(again) == 3
+        state = decode_message(again[-1].payload)
+        assert isinstance(state, RoundState) and state.seq == newer[-1].seq
+
+
+def test_prune_keeps_undelivered_recall_and_replay(tmp_path: Path, traffic: Traffic) -> None:
+    with Journal(tmp_path, TABLE, retention_rounds=10) as j:
+        feed(j, traffic.new_shoe())
+        feed(j, [traffic.device_state(SHOE, LinkState.ONLINE)])
+        old_rows = feed(j, traffic.baccarat_round())  # shoe 1 round 1
+        deliver_all(j)
+        undelivered = feed(j, traffic.baccarat_round())  # shoe 1 round 2: never acknowledged
+        for _ in range(13):
+            feed(j, traffic.baccarat_round())  # shoe 1 rounds 3-15
+        feed(j, traffic.new_shoe())
+        for _ in range(5):
+            feed(j, traffic.baccarat_round())  # shoe 2 rounds 1-5
+        for row in j.pending(limit=10_000):
+            if row not in undelivered:
+                j.mark_delivered(row.row_id)
+        feed(j, traffic.baccarat_round()[:3])  # shoe 2 round 6, open
+        replay_before = list(j.replay_inputs())
+        assert j.prune() > 0
+        assert j.pending(limit=10_000)[: len(undelivered)] == undelivered
+        assert list(j.replay_inputs()) == replay_before
+        with open_for_recall(tmp_path) as reader:
+            ids = [r.round_id for r in reader.rounds(last=100)]
+            # rounds 1-2 and 1-3 (undelivered rows: round 2's end opened round 3 for betting), the last 10
+            # complete rounds (1-11 .. 2-5), the betting round left open when shoe 1 ended, the current 2-6
+            assert ids == ["1-2", "1-3", "1-11", "1-12", "1-13", "1-14", "1-15", "1-16",
+                           "2-1", "2-2", "2-3", "2-4", "2-5", "2-6"]
+            with pytest.raises(KeyError):
+                reader.round("1-1")
+            kept = reader.round("1-2")
+            waiting = {r.seq for r in undelivered}
+            assert {m.seq for m in kept.messages if m.delivered_at is None} == waiting & {
+                m.seq for m in kept.messages}
+            assert kept.status == "complete" and len(kept.settlements) == 1
+            assert reader.round("1-11").status == "complete" and len(reader.round("1-11").cards) == 4
+        assert ("devices", SHOE) in [(r.channel, r.device) for r in j.retained_latest()]
+        assert j.prune() == 0  # nothing more to do
+        assert old_rows[0].seq not in [r.seq for r in j.pending(limit=10_000)]
+    with Journal(tmp_path, TABLE, retention_rounds=10) as j:  # pruned journal reopens clean
+        assert j.pending(limit=10_000)[: len(undelivered)] == undelivered
+
+
+def test_prune_never_touches_the_current_shoe(tmp_path: Path, traffic: Traffic) -> None:
+    with Journal(tmp_path, TABLE, retention_rounds=10) as j:
+        feed(j, traffic.new_shoe())
+        for _ in range(30):
+            feed(j, traffic.baccarat_round())
+        deliver_all(j)
+        replay = list(j.replay_inputs())
+        assert j.prune() == 0  # every input since the shoe began is needed to rebuild the machine
+        assert list(j.replay_inputs()) == replay
+
+
+def test_prune_drops_inputs_of_earlier_shoes(tmp_path: Path, traffic: Traffic) -> None:
+    with Journal(tmp_path, TABLE, retention_rounds=10) as j:
+        feed(j, traffic.new_shoe())
+        for _ in range(15):
+            feed(j, traffic.baccarat_round())
+        feed(j, traffic.new_shoe())
+        for _ in range(12):
+            feed(j, traffic.baccarat_round())
+        deliver_all(j)
+        replay = list(j.replay_inputs())
+        assert j.prune() > 0
+        side = sqlite3.connect(j.path)
+        (oldest_kept,) = side.execute("SELECT min(ts) FROM inputs").fetchone()
+        side.close()
+        assert oldest_kept == replay[0].ts  # 12 rounds of shoe 2 are >= 10: shoe 1 is gone, replay intact
+        assert list(j.replay_inputs()) == replay
+
+
+def test_prune_by_days_keeps_recent_rounds(tmp_path: Path, traffic: Traffic) -> None:
+    with Journal(tmp_path, TABLE, retention_rounds=10, retention_days=30) as j:
+        feed(j, traffic.new_shoe())
+        for _ in range(30):
+            feed(j, traffic.baccarat_round())
+        feed(j, traffic.new_shoe())
+        feed(j, traffic.baccarat_round())
+        deliver_all(j)
+        assert j.prune(now=traffic.start + timedelta(days=29)) == 0  # all rounds are younger than 30 days
+        assert j.prune(now=traffic.start + timedelta(days=31)) > 0
+        with open_for_recall(tmp_path) as reader:
+            assert reader.rounds(last=100)[0].round_id == "1-22"  # the 10th latest complete round
+
+
+def test_pending_reads_a_bounded_window_of_100k_undelivered_rows(tmp_path_factory: pytest.TempPathFactory
+                                                                   ) -> None:
+    shm = Path("/dev/shm")
+    base = Path(str(tmp_path_factory.mktemp("big"))) if not shm.is_dir() else shm
+    directory = base / f"tablesense-journal-{datetime.now(UTC).timestamp()}"
+    try:
+        traffic = Traffic()
+        with Journal(directory, TABLE) as j:
+            for _ in range(1_000):  # 1,000 appends of 100 settlements each: 100k undelivered rows
+                inp, _ = traffic.heartbeat()
+                settle = traffic.settlement(inp.ts, 500, ("QH", "QS", "3D", "8C"))
+                j.append(inp, [settle] * 100)
+            assert j.pending_count() == 100_000
+            tracemalloc.start()
+            rows = j.pending(limit=100)
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            assert [r.seq for r in rows] == list(range(1, 101))
+            assert peak < 1_000_000, f"pending(limit=100) peaked at {peak} bytes"
+            assert [r.seq for r in j.pending(limit=100, after_row=99_950)] == list(range(99_951, 100_001))
+            assert isinstance(decode_message(rows[0].payload), SettlementMessage)
+    finally:
+        for f in directory.glob("*"):
+            f.unlink()
+        directory.rmdir()
+
+
+def test_append_accepts_every_channel(tmp_path: Path, traffic: Traffic) -> None:
+    with Journal(tmp_path, TABLE) as j:
+        (inp, _), = traffic.new_shoe()
+        msg = RoundState(table=TABLE, ts=inp.ts, shoe=1, round=1, game="baccarat", phase="betting")
+        rows = j.append(inp, [Emit(c, msg, device="x" if c is Channel.DEVICE else None) for c in Channel])
+        assert [r.channel for r in rows] == [c.value for c in Channel]
+        assert rows[[c for c in Channel].index(Channel.DEVICE)].device == "x"
