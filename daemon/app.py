@@ -1,0 +1,300 @@
+"""The daemon's wiring: devices -> state machine -> journal -> relay -> broker (design.md "The flow").
+
+One asyncio loop, independent tasks, data flowing one way:
+
+* one :class:`~drivers.link.DeviceLink` task per configured device puts decoded events and link states
+  on a bounded queue (a full queue slows reading; nothing is dropped);
+* the input task takes each item, stamps it with the arrival time (ISO 8601 UTC), runs it through
+  :class:`~daemon.table.TableMachine` and appends the input and every emitted message to the journal in
+  ONE transaction *before* anything is published (issue 5), then acknowledges the frame to the device;
+* commands from the broker (``cmd/{name}``) are machine inputs too, handled the same way on the same loop
+  (machine and journal calls never await, so an input is processed whole before the next one) and
+  answered with the machine's :class:`~daemon.table.CommandReply`;
+* the :class:`~daemon.mqtt.Relay` task publishes the outbox in order and never blocks the inputs:
+  startup waits on neither the broker nor any device.
+
+Crash recovery: at start the journal's inputs since the current shoe began are replayed through a fresh
+machine (their emits are already in the outbox and are discarded), which rebuilds the shoe and the open
+round. Frames a device resends after the restart that the journal already holds (sequence number not
+after :meth:`Journal.last_device_seq`, within a resend window) are dropped; anything else goes to the
+machine, which raises ``SEQUENCE_GAP`` and holds the round when the device's numbers skipped (cards
+dealt while tablesense was down).
+
+If the journal cannot be written, the input is not applied (the machine is rebuilt from the journal, so
+its state never runs ahead of what is durable), nothing unjournaled is published, and the failure is
+logged as critical and shown in the retained status (``detail``); the next input tries again.
+
+SIGTERM/SIGINT: the current input finishes (a transaction is never cut), links close, ``offline`` is
+published when connected, and :meth:`App.run` returns 0 within about 4 s, also while the relay is backing
+off. Under systemd: ``READY=1`` once the journal is open and replayed, ``WATCHDOG=1`` from the loop while
+every task is alive, ``STOPPING=1`` on shutdown (:mod:`daemon.sdnotify`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+import msgspec
+
+from daemon import sdnotify
+from daemon.config import TableConfig
+from daemon.journal import Journal, JournalDamaged, JournalUnwritable
+from daemon.logging import bind_round, bind_table, get_logger
+from daemon.messages import TableStatus, encode_message
+from daemon.mqtt import CommandRequest, MqttSettings, Relay, load_credentials, tls_context
+from daemon.table.inputs import Command, Emit, TimedInput
+from daemon.table.machine import TableMachine
+from drivers.events import DeviceEvent, DeviceState
+from drivers.link import DeviceLink
+from drivers.protocols.tsref import SEQ_MODULUS
+
+__all__ = ["App", "StartupError", "mqtt_settings", "now_iso"]
+
+log = get_logger(component="app")
+
+RESEND_WINDOW = 64
+"""After a restart, a device's first frames numbered at or before the journal's last sequence number for
+it (at most this far behind) are resends of frames already journaled and are dropped, until the first
+frame that is ahead. Any other jump goes to the machine (``SEQUENCE_GAP``)."""
+
+
+class StartupError(Exception):
+    """tablesense cannot start (one-line reason: journal damaged or in use, bad credentials or TLS)."""
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO 8601 with milliseconds and ``Z`` (the journal's input stamp)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def mqtt_settings(config: TableConfig) -> MqttSettings:
+    """:class:`MqttSettings` from the table config, with credentials read and checked.
+
+    Raises :class:`StartupError` (via :class:`~daemon.mqtt.CredentialsError`) when the credentials file
+    is missing, malformed, or accessible by other users.
+    """
+    m = config.mqtt
+    user = password = None
+    if m.credentials_file:
+        from daemon.mqtt import CredentialsError
+        try:
+            user, password = load_credentials(m.credentials_file)
+        except CredentialsError as exc:
+            raise StartupError(str(exc)) from None
+    tls = m.tls
+    return MqttSettings(
+        host=m.host, port=m.port, table=config.table, client_id=config.client_id, prefix=m.topic_prefix,
+        protocol=m.protocol, fallback=m.fallback,
+        keepalive=m.keepalive, session_expiry=m.session_expiry,
+        ca_file=tls.ca_file if tls else None, cert_file=tls.cert_file if tls else None,
+        key_file=tls.key_file if tls else None, credentials_file=m.credentials_file,
+        username=user, password=password)
+
+
+def _seq_behind(seq: int, last: int) -> bool:
+    """``seq`` is ``last`` or up to :data:`RESEND_WINDOW` frames before it (modulo the wrap)."""
+    return (last - seq) % SEQ_MODULUS < RESEND_WINDOW
+
+
+class App:
+    """One table's daemon. ``App(config)``; ``await app.run()`` until :meth:`stop` or a signal.
+
+    ``install_signals``: handle SIGTERM/SIGINT by stopping (the ``run`` command; tests leave it off
+    and call :meth:`stop`). ``links``: extra or replacement links for tests (default: one per
+    configured device). Attributes for tests and the demo: ``machine``, ``journal``, ``relay``,
+    ``inputs`` (inputs processed), ``dropped_resends``, ``journal_failures``.
+
+    Raises :class:`StartupError` from :meth:`open` when the journal is damaged or held by another
+    process, or when credentials/TLS files are unusable.
+    """
+
+    def __init__(self, config: TableConfig, *, install_signals: bool = False,
+                 queue_size: int = 4096) -> None:
+        self.config = config
+        self._install_signals = install_signals
+        self.queue: asyncio.Queue[DeviceEvent | DeviceState] = asyncio.Queue(maxsize=queue_size)
+        self.machine: TableMachine | None = None
+        self.journal: Journal | None = None
+        self.relay: Relay | None = None
+        self.links: dict[str, DeviceLink] = {}
+        self._stop = asyncio.Event()
+        self._resend_filter: dict[str, int] = {}
+        self._status_detail = ""
+        self._tasks: list[asyncio.Task[None]] = []
+        self.ready = asyncio.Event()
+        self.inputs = 0
+        self.dropped_resends = 0
+        self.journal_failures = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Open the journal, replay it, and build the relay and links (no I/O to broker or devices)."""
+        cfg = self.config
+        bind_table(cfg.table)
+        settings = mqtt_settings(cfg)
+        tls = None
+        if settings.ca_file:
+            from daemon.mqtt import CredentialsError
+            try:
+                tls = tls_context(settings.ca_file, settings.cert_file, settings.key_file)
+            except CredentialsError as exc:
+                raise StartupError(str(exc)) from None
+        try:
+            self.journal = Journal(cfg.journal.directory, cfg.table)
+        except (JournalDamaged, JournalUnwritable) as exc:
+            raise StartupError(str(exc)) from None
+        self.machine = self._rebuilt_machine()
+        for name in cfg.devices:
+            last = self.journal.last_device_seq(name)
+            if last is not None:
+                self._resend_filter[name] = last
+        self.relay = Relay(settings, self.journal, self._status_payload, on_command=self._on_command, tls=tls)
+        for name, dev in cfg.devices.items():
+            self.links[name] = DeviceLink(name, dev.url, dev.protocol, baud=dev.baud, queue=self.queue)
+        log.info("daemon_opened", game=cfg.game, journal=str(self.journal.path), devices=list(cfg.devices),
+                 broker=f"{settings.host}:{settings.port}", pending=self.journal.pending_count())
+
+    def _rebuilt_machine(self) -> TableMachine:
+        """A fresh machine fed every journaled input of the current shoe (emits discarded)."""
+        assert self.journal is not None
+        shoe = self.journal.current_shoe
+        machine = TableMachine(self.config, shoe=shoe if isinstance(shoe, int) and shoe > 0 else 1)
+        replayed = 0
+        for inp in self.journal.replay_inputs():
+            if isinstance(inp.event, Command):
+                machine.handle_command(inp)
+            else:
+                machine.handle(inp)
+            replayed += 1
+        if replayed:
+            log.info("journal_replayed", inputs=replayed)
+        return machine
+
+    async def run(self) -> int:
+        """Run until stopped; returns the exit status (0 on a clean stop)."""
+        if self.journal is None:
+            self.open()
+        assert self.relay is not None and self.journal is not None
+        loop = asyncio.get_running_loop()
+        if self._install_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.stop)
+        relay_task = asyncio.create_task(self.relay.run(), name="relay")
+        input_task = asyncio.create_task(self._inputs(), name="inputs")
+        link_tasks = [asyncio.create_task(link.run(), name=f"link-{name}")
+                      for name, link in self.links.items()]
+        self._tasks = [relay_task, input_task, *link_tasks]
+        watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
+        self.relay.notify()  # rows left undelivered by a previous run
+        self.ready.set()
+        sdnotify.notify("READY=1\nSTATUS=running")
+        log.info("daemon_ready")
+        try:
+            await self._stop.wait()
+        finally:
+            sdnotify.notify("STOPPING=1")
+            log.info("daemon_stopping")
+            input_task.cancel()  # first: the links' final "stopped" states are not a device loss
+            await asyncio.gather(input_task, return_exceptions=True)
+            for t in link_tasks:
+                t.cancel()
+            await asyncio.gather(*link_tasks, return_exceptions=True)
+            await self.relay.stop(relay_task, stop_timeout=3.0)
+            watchdog.cancel()
+            await asyncio.gather(watchdog, return_exceptions=True)
+            if self._install_signals:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            self.journal.close()
+            log.info("daemon_stopped")
+        return 0
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to finish (safe from a signal handler)."""
+        self._stop.set()
+
+    # -- inputs ---------------------------------------------------------------------------------------
+    async def _inputs(self) -> None:
+        while True:
+            item = await self.queue.get()
+            try:
+                ok = self._process_device(item)
+            except Exception:  # a machine bug must not stop the table: log it, keep reading
+                log.exception("input_failed", input=repr(item))
+                continue
+            seq = getattr(item, "seq", None)
+            if ok and isinstance(seq, int) and not isinstance(item, DeviceState):
+                link = self.links.get(item.device)
+                if link is not None:
+                    await link.ack(seq)
+
+    def _process_device(self, item: DeviceEvent | DeviceState) -> bool:
+        """Apply one device item; ``False`` when it was dropped or could not be journaled."""
+        if not isinstance(item, DeviceState):
+            last = self._resend_filter.get(item.device)
+            if last is not None:
+                if _seq_behind(item.seq, last):
+                    self.dropped_resends += 1
+                    log.info("device_resend_dropped", device=item.device, seq=item.seq, last=last)
+                    return True  # already journaled: acknowledge it again
+                del self._resend_filter[item.device]
+        inp = TimedInput(ts=now_iso(), event=item)
+        assert self.machine is not None
+        emits = self.machine.handle(inp)
+        return self._journal(inp, emits)
+
+    async def _on_command(self, request: CommandRequest) -> tuple[bool, str]:
+        args = {str(k): v if isinstance(v, str) else msgspec.json.encode(v).decode()
+                for k, v in request.args.items()}
+        inp = TimedInput(ts=now_iso(), event=Command(request.name, args, request.operator))
+        assert self.machine is not None
+        reply, emits = self.machine.handle_command(inp)
+        if not self._journal(inp, emits):
+            return False, "journal unwritable: command not applied"
+        return reply.ok, reply.reason
+
+    def _journal(self, inp: TimedInput, emits: Iterable[Emit]) -> bool:
+        assert self.journal is not None and self.relay is not None
+        emits = list(emits)
+        try:
+            self.journal.append(inp, emits)
+        except (JournalUnwritable, JournalDamaged) as exc:
+            self.journal_failures += 1
+            log.critical("journal_append_failed", error=str(exc), input=type(inp.event).__name__)
+            self._status_detail = f"journal failure, settling stopped: {exc}"
+            try:  # never let the machine run ahead of what is durable
+                self.machine = self._rebuilt_machine()
+            except (JournalUnwritable, JournalDamaged) as exc2:
+                log.critical("journal_replay_failed", error=str(exc2))
+            return False
+        if self._status_detail:
+            self._status_detail = ""
+            log.warning("journal_writable_again")
+        self.inputs += 1
+        for e in emits:
+            shoe, rnd = getattr(e.message, "shoe", None), getattr(e.message, "round", None)
+            if rnd is not None:
+                bind_round(shoe, rnd)
+                break
+        self.relay.notify()
+        return True
+
+    # -- status and watchdog ----------------------------------------------------------------------------
+    def _status_payload(self, state: str) -> bytes:
+        return encode_message(TableStatus(table=self.config.table, ts=now_iso(), state=state,
+                                          detail=self._status_detail))
+
+    async def _watchdog(self) -> None:
+        interval = sdnotify.watchdog_interval()
+        if interval is None:
+            return
+        while True:
+            await asyncio.sleep(interval)
+            dead = [t.get_name() for t in self._tasks if t.done()]
+            if dead:
+                log.critical("task_died", tasks=dead)
+                continue  # no WATCHDOG=1: systemd restarts us
+            sdnotify.notify("WATCHDOG=1")
