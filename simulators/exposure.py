@@ -119,8 +119,8 @@ class PtyExposure:
     async def write(self, data: bytes) -> bool:
         """Write device bytes to the master; False (bytes dropped) if unplugged.
 
-        If the host is not reading and the pty buffer is full, waits briefly and then drops the rest,
-        as a real UART with nobody listening would lose them.
+        If the host is not reading and the pty buffer is full, waits up to 50 ms and then drops the
+        rest, as a real UART with nobody listening would lose them.
         """
         async with self._write_lock:
             view = memoryview(data)
@@ -132,7 +132,7 @@ class PtyExposure:
                 try:
                     n = os.write(self._master, view)
                 except BlockingIOError:
-                    if waited >= 50:
+                    if waited >= 5:
                         self.dropped += len(view)
                         return False
                     waited += 1

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import structlog
 
@@ -189,11 +190,12 @@ class SimulatorRunner:
             _log.info("sim.unplugged", address=self.exposure.address)
 
     async def replug(self) -> None:
-        """Plug the device back in; missed frames are resent when the host shows up."""
+        """Plug the device back in; missed frames are resent when the host shows up (or after
+        ``resend_fallback`` seconds), and only then does the program carry on."""
         async with self._lock:
             await self.exposure.replug()
+            # Dealing resumes only after the resend, so the host sees the frames in order.
             self._resend_due = True
-            self._plugged.set()
             _log.info("sim.replugged", address=self.exposure.address)
         asyncio.get_running_loop().call_later(self.resend_fallback, self._fallback_resend)
 
@@ -218,10 +220,17 @@ class SimulatorRunner:
         try:
             if self.start_on_host:
                 await self.host_seen.wait()
-            for data, pause in self._program:
+            while True:
                 await self._plugged.wait()
-                if data:
-                    await self.send(data)
+                # The model numbers a frame when the step is made, so making and writing it happen under
+                # one lock: frames reach the wire in sequence order, whatever else is sent meanwhile.
+                async with self._lock:
+                    step = next(self._program, None)
+                    if step is None:
+                        break
+                    data, pause = step
+                    if data:
+                        await self._send_locked(data)
                 self.steps += 1
                 await asyncio.sleep(self.pace * pause)
             self.finished.set()
@@ -238,17 +247,27 @@ class SimulatorRunner:
         """Send device frames (applying the configured faults); frames that could not be written
         because the device is unplugged are kept and sent after the replug."""
         async with self._lock:
-            frames = fx.frames_of(data)
-            for f in frames:
-                self._sent.append((self._seq_of(f), f))
-            if not self._plugged.is_set():
-                self._pending.extend(frames)
-                return
-            wire = self._apply_faults(data)
-            ok = await self._write(wire)
-            if not ok and not self.exposure.plugged:
-                self._pending.extend(frames)
-            self._quiet_since = asyncio.get_running_loop().time()
+            await self._send_locked(data)
+
+    async def _emit(self, make: Callable[[], bytes]) -> None:
+        """Make frames with the model and send them, both under the lock (sequence order on the wire)."""
+        async with self._lock:
+            data = make()
+            if data:
+                await self._send_locked(data)
+
+    async def _send_locked(self, data: bytes) -> None:
+        frames = fx.frames_of(data)
+        for f in frames:
+            self._sent.append((self._seq_of(f), f))
+        if not self._plugged.is_set():
+            self._pending.extend(frames)
+            return
+        wire = self._apply_faults(data)
+        ok = await self._write(wire)
+        if not ok and not self.exposure.plugged:
+            self._pending.extend(frames)
+        self._quiet_since = asyncio.get_running_loop().time()
 
     async def _write(self, wire: bytes) -> bool:
         if "split" in self.faults:
@@ -291,7 +310,7 @@ class SimulatorRunner:
     async def _resend(self) -> None:
         """After a replug: the frames the host may have missed, then anything dealt while unplugged."""
         async with self._lock:
-            if not self._resend_due or not self._plugged.is_set():
+            if not self._resend_due or not self.exposure.plugged:
                 return
             self._resend_due = False
             sent = list(self._sent)
@@ -311,6 +330,7 @@ class SimulatorRunner:
             wire = b"".join(again) + b"".join(pending)
             if wire:
                 await self.exposure.write(wire)
+            self._plugged.set()
             _log.info("sim.resent", frames=len(again), pending=len(pending))
 
     # -- background tasks -------------------------------------------------------------------------------
@@ -321,9 +341,7 @@ class SimulatorRunner:
             self.host_seen.set()
             if self._resend_due:
                 await self._resend()
-            reply = self.device.answer(data)
-            if reply:
-                await self.send(reply)
+            await self._emit(functools.partial(self.device.answer, data))
 
     async def _watch_tcp(self, exposure: TcpExposure) -> None:
         while True:
@@ -345,7 +363,7 @@ class SimulatorRunner:
                 await asyncio.sleep(wait)
                 continue
             if self._plugged.is_set():
-                await self.send(self.device.heartbeat())
+                await self._emit(self.device.heartbeat)
             else:
                 self._quiet_since = loop.time()
 

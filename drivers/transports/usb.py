@@ -214,12 +214,15 @@ class UsbLink:
 
 
 def _open_blocking(url: str, spec: UsbUrl, backend: Any) -> tuple[Any, Any, Any, list[int]]:
+    unreadable: list[BaseException] = []
+
     def matches(dev: Any) -> bool:
         if spec.serial is None:
             return True
         try:
             return bool(dev.serial_number == spec.serial)
-        except (usb.core.USBError, ValueError):
+        except (usb.core.USBError, ValueError) as exc:
+            unreadable.append(exc)  # reading the serial string needs the device opened
             return False
 
     try:
@@ -227,6 +230,14 @@ def _open_blocking(url: str, spec: UsbUrl, backend: Any) -> tuple[Any, Any, Any,
     except usb.core.NoBackendError as exc:
         raise OpenError(url, "no USB backend (is libusb-1.0 installed?)", "other") from exc
     if dev is None:
+        # pyusb turns a failed open while reading the language ids into ValueError("The device has no
+        # langid (permission issue, ...)"), so look at the text as well as the errno.
+        denied = [e for e in unreadable if getattr(e, "errno", None) in (errno.EACCES, errno.EPERM)
+                  or "permission" in str(e).lower()]
+        if denied:
+            cause, kind = describe_os_error(errno.EACCES, "")
+            raise OpenError(url, f"{cause} (cannot read the serial number of {spec.vid:04x}:{spec.pid:04x})",
+                            kind)
         wanted = f"{spec.vid:04x}:{spec.pid:04x}" + (f" serial {spec.serial}" if spec.serial else "")
         raise OpenError(url, f"no such device ({wanted} not on the bus)", "not_found")
     detached: list[int] = []
