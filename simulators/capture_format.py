@@ -60,7 +60,7 @@ MAGIC = "# tablesense-capture 1"
 """The first line of every capture file."""
 
 _HEADER_RE = re.compile(r"#\s*([A-Za-z][A-Za-z0-9_-]*)\s*:\s?(.*)")
-_CHUNK_RE = re.compile(r"\+(\d+(?:\.\d{1,9})?)\s+([0-9a-fA-F]*)(?:\s+#.*)?")
+_CHUNK_RE = re.compile(r"\+(\d+(?:\.\d{1,9})?)(?:\s+([0-9a-fA-F]+))?(?:\s+#.*)?")
 
 
 class CaptureFormatError(ValueError):
@@ -174,7 +174,7 @@ def loads(text: str, source: str = "<capture>") -> Capture:
         offset = float(m.group(1))
         if offset < last:
             raise CaptureFormatError(f"{source}:{no}: offset {offset} is earlier than the previous {last}")
-        hexdata = m.group(2)
+        hexdata = m.group(2) or ""
         if len(hexdata) % 2:
             raise CaptureFormatError(f"{source}:{no}: odd number of hex digits")
         chunks.append(CaptureChunk(offset, bytes.fromhex(hexdata)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from drivers.events import DeviceError, DeviceEvent, DeviceIdentity, Heartbeat
-from drivers.protocols.tsref import SEQ_MODULUS, Ack, HostDecoder, StatusRequest, encode
+from drivers.protocols.tsref import SEQ_MODULUS, Ack, HostDecoder, StatusRequest, encode, frame
 
 __all__ = ["VirtualDevice"]
 
@@ -69,6 +69,14 @@ class VirtualDevice:
     def error(self, code: str, text: str) -> bytes:
         """A device error frame ``$ER,<seq>,code,text`` (code: 1-16 of A-Z a-z 0-9 _ . -)."""
         return self.emit(lambda s: DeviceError(self.device, s, code, text))
+
+    def unknown_frame(self, mtype: str = "ZZ", *fields: str) -> bytes:
+        """Fault: a frame of a message type the host does not know (a vendor extension), numbered like
+        any other frame (so it uses up a sequence number) but not recorded in :attr:`history`."""
+        data = frame(",".join([mtype, f"{self._seq:05d}", *fields]))
+        self._seq = (self._seq + 1) % SEQ_MODULUS
+        self.last_frame = data
+        return data
 
     def retransmit(self) -> bytes:
         """The last frame again, byte for byte (same seq): what a device does when no ack came."""
