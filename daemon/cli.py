@@ -21,6 +21,10 @@ COMMANDS: tuple[str, ...] = (
     "run",
     "monitor",
     "signage",
+    "recall",
+    "simulate",
+    "capture",
+    "replay",
 )
 """Modules of :mod:`daemon.commands`, in the order ``--help`` lists them."""
 

@@ -1,0 +1,200 @@
+"""``tablesense simulate``: run a virtual shoe or bet pads on a pseudo-terminal or a TCP port.
+
+    tablesense simulate shoe|pads [--decks N] [--seed S] [--cards FILE|LIST] [--pace SECONDS]
+                                  [--via pty|tcp] [--port P] [--link PATH] [--fault NAME ...]
+                                  [--rounds N] [--spots A,B,...] [--presence-only] [--heartbeat S]
+                                  [--start-now] [--verbose]
+
+The first line on stdout (flushed at once) is what to point tablesense at: the pty's stable symlink
+path (``--via pty``, the default) or ``socket://127.0.0.1:PORT`` (``--via tcp``). It then runs until
+Ctrl-C or SIGTERM (exit status 0). Log lines go to stderr.
+
+The device speaks the tablesense reference protocol (docs/protocol.md) through the same codec module
+the daemon decodes with. By default it waits for a host before dealing (its status request on a pty,
+its connection on TCP), so the daemon sees the shoe from its first frame; ``--start-now`` deals at
+once (e.g. for ``tablesense capture``, which only listens). ``--fault`` names are listed in
+``--help`` (:data:`simulators.runner.FAULTS`). USB exposure needs the simulator in the daemon's own
+process (a pyusb backend in Python), so it is available to tests, not here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import re
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from daemon.cli import UsageError
+
+if TYPE_CHECKING:
+    from simulators.runner import SimulatorRunner, Step
+
+__all__ = ["build_runner", "register", "run"]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``simulate`` sub-command."""
+    from simulators.runner import FAULTS
+
+    p = subparsers.add_parser(
+        "simulate", help="run a virtual shoe or bet pads on a pty or TCP port",
+        description="Run a virtual card-reading shoe or bet-sensor pads speaking the tablesense reference "
+                    "protocol. Prints the device path or URL (first line of stdout), then runs until "
+                    "Ctrl-C / SIGTERM.",
+        epilog="faults: " + "; ".join(f"{k}: {v}" for k, v in FAULTS.items()))
+    p.add_argument("device", metavar="shoe|pads", help="which device to simulate")
+    p.add_argument("--decks", default="8", metavar="N", help="decks in the shoe, 1 to 8 (default 8)")
+    p.add_argument("--seed", default=None, metavar="S", help="shuffle and fault seed (integer)")
+    p.add_argument("--cards", metavar="FILE|LIST",
+                   help="exact card sequence instead of a shuffle: a file or a list like 'QH,9D,AS'")
+    p.add_argument("--pace", default="0.5", metavar="SECONDS", help="seconds between cards (default 0.5)")
+    p.add_argument("--via", default="pty", metavar="pty|tcp", help="exposure: pty (default) or tcp")
+    p.add_argument("--port", default="0", metavar="P", help="TCP port for --via tcp (default: a free one)")
+    p.add_argument("--link", metavar="PATH", help="pty symlink path (default: a fresh temp dir)/<device>")
+    p.add_argument("--fault", action="append", default=[], metavar="NAME", help="inject a fault (repeatable)")
+    p.add_argument("--rounds", metavar="N", help="stop dealing after N rounds (default: shoe after shoe)")
+    p.add_argument("--spots", default="P1,P2,P3,P4,P5,P6,P7", metavar="A,B,...",
+                   help="betting spots of the pads (default P1..P7)")
+    p.add_argument("--presence-only", action="store_true", help="pads that cannot read chip values")
+    p.add_argument("--heartbeat", default="1.0", metavar="S", help="heartbeat after S quiet seconds (0: off)")
+    p.add_argument("--start-now", action="store_true", help="deal at once instead of waiting for a host")
+    p.add_argument("--verbose", action="store_true", help="log simulator events (stderr)")
+    p.set_defaults(func=run)
+
+
+def _number(text: str, what: str, kind: type[int] | type[float], low: float,
+            high: float | None = None) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise UsageError(f"simulate: {what} must be a number, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        bound = f"{low:g} to {high:g}" if high is not None else f">= {low:g}"
+        raise UsageError(f"simulate: {what} must be {bound}, got {text!r}")
+    return value
+
+
+def _cards(spec: str) -> list[str]:
+    path = Path(spec)
+    text = spec
+    if path.is_file():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"simulate: --cards {spec}: cannot read: {exc}") from None
+        text = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+    elif "/" in spec or spec.endswith(".txt"):
+        raise UsageError(f"simulate: --cards {spec}: no such file")
+    items = [t for t in re.split(r"[\s,;]+", text) if t]
+    if not items:
+        raise UsageError(f"simulate: --cards {spec}: no cards given")
+    return items
+
+
+def build_runner(args: argparse.Namespace) -> SimulatorRunner:
+    """Validate the arguments and build the :class:`simulators.runner.SimulatorRunner`.
+
+    Raises:
+        UsageError: any bad option (one line naming it).
+    """
+    from daemon.rules.cards import CardNotInShoe, InvalidCard
+    from simulators.exposure import Exposure, PtyExposure, TcpExposure
+    from simulators.pads import VirtualPads
+    from simulators.runner import FAULTS, SimulatorRunner, pads_program, shoe_program
+    from simulators.shoe import VirtualShoe
+
+    if args.device not in ("shoe", "pads"):
+        raise UsageError(f"simulate: unknown device {args.device!r}; choose shoe or pads")
+    decks = int(_number(args.decks, "--decks", int, 1, 8))
+    seed = None if args.seed is None else int(_number(args.seed, "--seed", int, 0))
+    pace = _number(args.pace, "--pace", float, 0)
+    heartbeat = _number(args.heartbeat, "--heartbeat", float, 0)
+    rounds = None if args.rounds is None else int(_number(args.rounds, "--rounds", int, 1))
+    port = int(_number(args.port, "--port", int, 0, 65535))
+    unknown = [f for f in args.fault if f not in FAULTS]
+    if unknown:
+        raise UsageError(f"simulate: unknown fault {unknown[0]!r}; known: {', '.join(FAULTS)}")
+    if args.via not in ("pty", "tcp"):
+        raise UsageError(f"simulate: --via {args.via!r}: choose pty or tcp (usb only works in-process)")
+    if args.device == "pads" and args.cards:
+        raise UsageError("simulate: --cards is for the shoe, not the pads")
+
+    program: Iterator[Step]
+    device: VirtualShoe | VirtualPads
+    if args.device == "shoe":
+        try:
+            shoe = (VirtualShoe(decks, seed=seed, cards=_cards(args.cards)) if args.cards
+                    else VirtualShoe(decks, seed=seed))
+        except (InvalidCard, CardNotInShoe) as exc:
+            raise UsageError(f"simulate: --cards: {exc}") from None
+        device = shoe
+        program = shoe_program(shoe, rounds=rounds, loop_shoes=not args.cards)
+    else:
+        spots = [s for s in args.spots.split(",") if s]
+        try:
+            pads = VirtualPads(spots, rfid=not args.presence_only)
+        except ValueError as exc:
+            raise UsageError(f"simulate: --spots: {exc}") from None
+        device = pads
+        program = pads_program(pads, random.Random(seed), rounds=rounds)
+    exposure: Exposure
+    if args.via == "pty":
+        if args.link:
+            link = Path(args.link)
+            if not link.parent.is_dir():
+                raise UsageError(f"simulate: --link {args.link}: directory {link.parent} does not exist")
+            exposure = PtyExposure(link.name, link.parent)
+        else:
+            exposure = PtyExposure(args.device)
+    else:
+        exposure = TcpExposure(port=port)
+
+    return SimulatorRunner(device, exposure, program, pace=pace, faults=args.fault, seed=seed or 0,
+                           heartbeat=heartbeat or None, start_on_host=not args.start_now)
+
+
+
+async def _serve(runner: SimulatorRunner) -> None:
+    loop = asyncio.get_running_loop()
+    task = asyncio.create_task(runner.run())
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    address_printed = False
+    waiter = asyncio.create_task(stop.wait())
+    try:
+        while not address_printed:
+            if task.done():
+                task.result()
+            if runner.exposure.plugged and runner.exposure.address:
+                print(runner.exposure.address, flush=True)
+                address_printed = True
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+    finally:
+        waiter.cancel()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``tablesense simulate``; returns 0 after Ctrl-C / SIGTERM."""
+    from daemon.logging import configure
+
+    runner = build_runner(args)
+    configure("info" if args.verbose else "warning", stream=sys.stderr)
+    try:
+        asyncio.run(_serve(runner))
+    except OSError as exc:
+        raise UsageError(f"simulate: {exc}") from None
+    return 0
