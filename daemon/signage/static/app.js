@@ -267,10 +267,10 @@ function renderRoads(m) {
   const sb = m.scoreboard || { bead_plate: [], big_road: [], big_eye_boy: [], small_road: [], cockroach_pig: [],
                                stats: {}, leading_ties: 0 };
   const rows = sb.rows || 6;
-  $("bead-plate").replaceChildren(roadSvg(sb.bead_plate || [], { size: 44, cols: 10, rows, draw: drawBead }));
-  $("big-road").replaceChildren(roadSvg(sb.big_road || [], { size: 44, cols: 24, rows, draw: drawBig }));
+  $("bead-plate").replaceChildren(roadSvg(sb.bead_plate || [], { size: 46, cols: 8, rows, draw: drawBead }));
+  $("big-road").replaceChildren(roadSvg(sb.big_road || [], { size: 46, cols: 16, rows, draw: drawBig }));
   for (const [key, id] of [["big_eye_boy", "big-eye-boy"], ["small_road", "small-road"], ["cockroach_pig", "cockroach-pig"]]) {
-    $(id).replaceChildren(roadSvg(sb[key] || [], { size: 22, cols: 24, rows, draw: drawDerived(key) }));
+    $(id).replaceChildren(roadSvg(sb[key] || [], { size: 24, cols: 18, rows, draw: drawDerived(key) }));
   }
   const st = sb.stats || {};
   const stats = $("shoe-stats");
@@ -288,22 +288,20 @@ function renderRoads(m) {
 // --- blackjack / UTH pair results ---------------------------------------------------------------------
 
 function renderBoxes(m) {
-  const body = $("box-results").querySelector("tbody");
-  body.replaceChildren();
+  const grid = $("box-results");
+  grid.replaceChildren();
   const res = m.results || {};
   for (const box of res.boxes || []) {
-    const tr = el("tr", { "data-testid": "box-result", "data-position": box.position });
-    tr.append(el("td", {}, positionLabel(m.game, box.position)));
-    const cards = el("td");
-    for (const c of box.cards || []) cards.append(cardNode(c));
-    tr.append(cards);
+    const tile = el("div", { class: "box-result", "data-testid": "box-result", "data-position": box.position });
+    tile.append(el("div", { class: "who" }, positionLabel(m.game, box.position)));
     const pair = box.pair && !["no_pair", "lose", "none", "ineligible", "void"].includes(box.pair);
     const label = pair ? box.pair.split("_").map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join(" ") : "No pair";
     const banner = (m.banners || []).find((b) => b.who === positionLabel(m.game, box.position) && b.category === box.pair);
-    tr.append(el("td", { class: pair ? "hit" : "", "data-testid": "box-pair" },
+    tile.append(el("div", { class: "pair" + (pair ? " hit" : ""), "data-testid": "box-pair" },
       pair && banner && banner.odds ? `${label} — ${banner.odds}` : label));
-    body.append(tr);
+    grid.append(tile);
   }
+  if (!(res.boxes || []).length) grid.append(el("p", { class: "muted" }, "After settlement"));
 }
 
 function renderFooter(m) {

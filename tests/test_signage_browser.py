@@ -1,0 +1,319 @@
+"""The signage page in a real headless Chromium (Debian's package), driven by Playwright's Python API.
+
+A real Mosquitto owned by the test; messages published the way the daemon publishes them (same topics,
+same payloads from daemon/messages.py and daemon/scoreboard.py). Assertions are on what a player sees:
+the roads' cells and colours, the pair-win banner, the offline notices, the blackjack pair results.
+
+Set TABLESENSE_SCREENSHOTS=docs/screenshots to refresh the screenshots README.md links to.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import msgspec
+import pytest
+
+from daemon.broker import MosquittoBroker, mosquitto_binary
+from daemon.config import load_config
+from daemon.messages import (
+    BaccaratOutcome,
+    BoxResult,
+    DeviceStatus,
+    Message,
+    PublicCard,
+    RoundResults,
+    RoundState,
+    SettlementMessage,
+    TableStatus,
+    encode_message,
+)
+from daemon.rules.cards import Card
+from daemon.rules.pairs import BACCARAT_PERFECT_PAIRS, classify_pair
+from daemon.scoreboard import Scoreboard
+from daemon.signage.info import table_info
+from daemon.signage.server import start_signage
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+ROOT = Path(__file__).resolve().parents[1]
+EZUGI = Path("/work/shared/data/real-shoes/ezugi_queenco_32100_2022-11-28.jsonl")
+TS = "2026-11-29T12:00:00Z"
+WAIT_MS = 20_000  # how long Playwright waits for the page to show something (a wait, not a speed check)
+
+pytestmark = [
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium binary at {CHROMIUM}: install Debian's "
+                       "'chromium' package (.ci/run does) to run the browser tests"),
+    pytest.mark.skipif(mosquitto_binary() is None, reason="the mosquitto binary is not installed"),
+]
+
+from playwright.async_api import Page, async_playwright, expect  # noqa: E402
+
+
+class TablePublisher:
+    """Publishes to ``{prefix}/{table}/...`` like the daemon: JSON from msgspec Structs, QoS 1, retained
+    state topics (status, round, devices, scoreboard, info), a table-wide seq and msg_id."""
+
+    def __init__(self, client: aiomqtt.Client, prefix: str, table: str) -> None:
+        self.client, self.prefix, self.table, self.seq = client, prefix, table, 0
+
+    async def send(self, suffix: str, msg: Message, retain: bool = False) -> None:
+        self.seq += 1
+        msg = msgspec.structs.replace(msg, seq=self.seq, msg_id=f"{self.table}-{self.seq}")
+        await self.client.publish(f"{self.prefix}/{self.table}/{suffix}", encode_message(msg), qos=1,
+                                  retain=retain)
+
+    async def raw(self, suffix: str, payload: bytes | dict[str, Any], retain: bool = False) -> None:
+        data = payload if isinstance(payload, bytes) else msgspec.json.encode(payload)
+        await self.client.publish(f"{self.prefix}/{self.table}/{suffix}", data, qos=1, retain=retain)
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Any:
+    with MosquittoBroker(tmp_path / "mosquitto", persistence=False) as b:
+        yield b
+
+
+@pytest.fixture
+async def page() -> AsyncIterator[Page]:
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            pg = await browser.new_page(viewport={"width": 1920, "height": 1080})
+            yield pg
+        finally:
+            await browser.close()
+
+
+def shot_path(tmp_path: Path, name: str) -> list[Path]:
+    out = [tmp_path / name]
+    target = os.environ.get("TABLESENSE_SCREENSHOTS")
+    if target:
+        out.append((ROOT / target if not os.path.isabs(target) else Path(target)) / name)
+    return out
+
+
+async def screenshot(page: Page, tmp_path: Path, name: str) -> None:
+    for path in shot_path(tmp_path, name):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        await page.screenshot(path=str(path))
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def positions(n: int, player_cards: int) -> list[str]:
+    """Where the n-th card of a baccarat round goes (rules.md §5.1 design note, § 627a.8, § 631a.11)."""
+    base = ["player", "banker", "player", "banker"]
+    if n == 5:
+        base.append("player" if player_cards == 3 else "banker")
+    if n == 6:
+        base += ["player", "banker"]
+    return base[:n]
+
+
+async def deal_baccarat_round(pub: TablePublisher, board: Scoreboard, shoe: int, rnd: int, cards: list[str],
+                              player: list[str], banker: list[str], winner: str, pt: int, bt: int,
+                              cards_left: int) -> None:
+    """One round as the daemon publishes it: betting, each card revealed, results, pair settlements,
+    scoreboard (retained)."""
+    game = "baccarat"
+    await pub.send("round", RoundState(table=pub.table, ts=TS, shoe=shoe, round=rnd, game=game, phase="betting",
+                                       cards_remaining=cards_left + len(cards)), retain=True)
+    where = positions(len(cards), len(player))
+    public = tuple(PublicCard(index=i + 1, card=c, position=where[i]) for i, c in enumerate(cards))
+    await pub.send("round", RoundState(table=pub.table, ts=TS, shoe=shoe, round=rnd, game=game, phase="dealing",
+                                       cards=public, cards_remaining=cards_left), retain=True)
+    pp = Card.parse(player[0]).rank == Card.parse(player[1]).rank
+    bp = Card.parse(banker[0]).rank == Card.parse(banker[1]).rank
+    outcome = BaccaratOutcome(player=tuple(player), banker=tuple(banker), player_total=pt, banker_total=bt,
+                              winner=winner, player_natural=len(player) == 2 and pt >= 8,
+                              banker_natural=len(banker) == 2 and bt >= 8, player_pair=pp, banker_pair=bp)
+    results = RoundResults(table=pub.table, ts=TS, shoe=shoe, round=rnd, game=game, baccarat=outcome)
+    await pub.send("results", results)
+    paytable = BACCARAT_PERFECT_PAIRS["A"]
+    for hand, hcards in (("player", player), ("banker", banker)):
+        kind = classify_pair(Card.parse(hcards[0]), Card.parse(hcards[1]))
+        if kind is None:
+            await pub.send("settlements", SettlementMessage(
+                table=pub.table, ts=TS, shoe=shoe, round=rnd, spot=f"2{hand[0].upper()}PP", seat="2",
+                bet="perfect_pairs", hand=hand, stake=1000, outcome="lose", category="no_pair", odds=None,
+                net=-1000))
+        else:
+            odds = paytable.odds(kind)
+            await pub.send("settlements", SettlementMessage(
+                table=pub.table, ts=TS, shoe=shoe, round=rnd, spot=f"2{hand[0].upper()}PP", seat="2",
+                bet="perfect_pairs", hand=hand, stake=1000, outcome="win", category=kind.value, odds=str(odds),
+                net=1000 * odds.pays // odds.per))
+    board.set_cards_remaining(cards_left)
+    assert board.add_results(results)
+    await pub.send("scoreboard", board.message(pub.table, ts=TS), retain=True)
+    await pub.send("round", RoundState(table=pub.table, ts=TS, shoe=shoe, round=rnd, game=game,
+                                       phase="complete", cards=public, cards_remaining=cards_left), retain=True)
+
+
+async def road(page: Page, testid: str) -> list[dict[str, str | None]]:
+    """The cells drawn in one road: colour and result attributes plus the SVG paint actually used."""
+    cells: list[dict[str, str | None]] = await page.eval_on_selector_all(
+        f'[data-testid="{testid}"] [data-cell]',
+        """els => els.map(g => {
+            const shape = g.querySelector('circle, line');
+            return {colour: g.dataset.colour, result: g.dataset.result || null, ties: g.dataset.ties || null,
+                    paint: shape.getAttribute('fill') === 'none' || shape.tagName === 'line'
+                        ? shape.getAttribute('stroke') : shape.getAttribute('fill')};
+        })""")
+    return cells
+
+
+PAINT = {"red": "#e11d2e", "blue": "#1e5bff", "green": "#19a64a"}
+
+
+async def open_signage(broker: MosquittoBroker, table: str, prefix: str, info: dict[str, Any] | None = None,
+                       ) -> tuple[str, Callable[[], Awaitable[None]]]:
+    return await start_signage(broker.host, broker.port, table, prefix, "127.0.0.1:0", info=info)
+
+
+async def test_baccarat_shoe_roads_pair_banner_and_offline_notices(
+        broker: MosquittoBroker, page: Page, tmp_path: Path) -> None:
+    if not EZUGI.exists():
+        pytest.skip(f"real shoe fixture not found at {EZUGI}")
+    rows = [msgspec.json.decode(line) for line in EZUGI.read_text().splitlines() if line.strip()]
+    table, prefix = "bac-01", "ts-browser-bac"
+    info = table_info(load_config(ROOT / "deploy/examples/baccarat.toml"))
+    url, stop = await open_signage(broker, table, prefix)
+    try:
+        async with aiomqtt.Client(broker.host, broker.port) as client:
+            pub = TablePublisher(client, prefix, table)
+            await pub.send("status", TableStatus(table=table, ts=TS, state="online"), retain=True)
+            await pub.raw("info", info, retain=True)
+            await pub.send("devices/shoe", DeviceStatus(table=table, ts=TS, name="shoe", state="online"),
+                           retain=True)
+            # a floor record with a secret: signage never subscribes to floor/, so it never shows it
+            await pub.raw("floor/rounds", {"schema": "tablesense.floor_round", "table": table, "ts": TS,
+                                           "game": "baccarat", "secret": "FLOOR-ONLY-7Q"}, retain=True)
+            await page.goto(url)
+            await expect(page.get_by_test_id("table-id")).to_have_text(table, timeout=WAIT_MS)
+            await expect(page.get_by_test_id("offline-notice")).to_be_hidden(timeout=WAIT_MS)
+
+            # 24 real rounds (Ezugi table 32100, 2022-11-28) as one scripted shoe
+            board, left = Scoreboard(), 416 - 3  # 8 decks, less a burn of 3 (illustrative)
+            for r in rows:
+                rec = r["recorded_result"]
+                left -= len(r["cards"])
+                await deal_baccarat_round(pub, board, 1, r["round"], r["cards"], r["player"], r["banker"],
+                                          rec["winner"].lower(), rec["player_score"], rec["banker_score"], left)
+            seq = "".join(r["recorded_result"]["winner"][0] for r in rows)
+            assert seq == "PPBBBBPBPBPPPBPPTPPBBBBP"
+            await expect(page.locator('[data-testid="bead-plate"] [data-cell]')).to_have_count(24, timeout=WAIT_MS)
+            bead = await road(page, "bead-plate")
+            assert "".join(c["result"][0].upper() for c in bead if c["result"]) == seq
+            assert all(c["paint"] == PAINT[c["colour"] or ""] for c in bead)
+            assert [c["colour"] for c in bead].count("red") == 11 and [c["colour"] for c in bead].count("green") == 1
+            big = await road(page, "big-road")
+            assert len(big) == 23  # ties take no cell
+            assert [c["ties"] for c in big].count("1") == 1
+            assert all(c["paint"] == PAINT[c["colour"] or ""] for c in big)
+            # derived roads, hand-computed from the streaks 2,4,1,1,1,1,3,1,4,4,1 (rules.md §5.2)
+            expected = {"big-eye-boy": "RBRBBRRRBRBBBRRBRRRR", "small-road": "BBRRBRBRRRBBBRRB",
+                        "cockroach-pig": "BBRBRBRBRRBRRBB"}
+            for testid, colours in expected.items():
+                cells = await road(page, testid)
+                assert "".join("R" if c["colour"] == "red" else "B" for c in cells) == colours, testid
+                assert all(c["paint"] == PAINT[c["colour"] or ""] for c in cells), testid
+            stats = page.get_by_test_id("shoe-stats")
+            await expect(stats.locator('[data-stat="banker"]')).to_have_text("11")
+            await expect(stats.locator('[data-stat="player"]')).to_have_text("12")
+            await expect(stats.locator('[data-stat="tie"]')).to_have_text("1")
+
+            # a scripted Player Perfect Pair (8♠ 8♠) against a Banker natural 9
+            await deal_baccarat_round(pub, board, 1, 25, ["8S", "9H", "8S", "KD"], ["8S", "8S"], ["9H", "KD"],
+                                      "banker", 6, 9, left - 4)
+            banner = page.get_by_test_id("pair-banner")
+            await expect(banner).to_have_count(1, timeout=WAIT_MS)
+            await expect(banner).to_have_text("Player Perfect Pair — 25 to 1")
+            await expect(page.locator('[data-testid="bead-plate"] [data-cell]')).to_have_count(25, timeout=WAIT_MS)
+            await expect(page.get_by_test_id("card")).to_have_count(4)
+            await expect(page.get_by_test_id("outcome")).to_have_text("Banker wins 9 – 6")
+            wagers = page.get_by_test_id("wager-list")
+            await expect(wagers).to_contain_text("Perfect Pairs")
+            await expect(wagers).to_contain_text("25 to 1")
+            await expect(wagers).to_contain_text("€5 – €200")
+            assert "FLOOR-ONLY-7Q" not in await page.content()
+            await screenshot(page, tmp_path, "signage-baccarat.png")
+
+            # the daemon stops cleanly: retained status "offline"
+            await pub.send("status", TableStatus(table=table, ts=TS, state="offline"), retain=True)
+            notice = page.get_by_test_id("offline-notice")
+            await expect(notice).to_be_visible(timeout=WAIT_MS)
+            await expect(notice).to_have_text("Table offline")
+            await pub.send("status", TableStatus(table=table, ts=TS, state="online"), retain=True)
+            await expect(notice).to_be_hidden(timeout=WAIT_MS)
+
+        # the broker goes away: the feed is offline; it comes back and the display reconnects on its own
+        broker.stop()
+        await expect(notice).to_be_visible(timeout=WAIT_MS)
+        await expect(notice).to_have_text("Feed offline — reconnecting…")
+        broker.start()
+        async with aiomqtt.Client(broker.host, broker.port) as client:
+            pub = TablePublisher(client, prefix, table)
+            await pub.send("status", TableStatus(table=table, ts=TS, state="online"), retain=True)
+            await expect(notice).to_be_hidden(timeout=WAIT_MS)
+            await expect(page.get_by_test_id("feed-status")).to_have_text("feed live")
+    finally:
+        await stop()
+    # the signage server itself stops: the page's event stream fails and it says so
+    await expect(page.get_by_test_id("offline-notice")).to_have_text("Feed offline — reconnecting…",
+                                                                      timeout=WAIT_MS)
+
+
+async def test_blackjack_pair_results_per_box(broker: MosquittoBroker, page: Page, tmp_path: Path) -> None:
+    cfg = load_config(ROOT / "deploy/examples/blackjack.toml")
+    table, prefix = cfg.table, "ts-browser-bj"
+    url, stop = await open_signage(broker, table, prefix, info=table_info(cfg))
+    try:
+        async with aiomqtt.Client(broker.host, broker.port) as client:
+            pub = TablePublisher(client, prefix, table)
+            await pub.send("status", TableStatus(table=table, ts=TS, state="online"), retain=True)
+            await page.goto(url)
+            await expect(page.get_by_test_id("game")).to_have_text("Blackjack", timeout=WAIT_MS)  # from info
+            boxes = {"1": ("8H", "8D"), "2": ("QS", "QS"), "4": ("9C", "2D"), "5": ("7S", "7C")}
+            cards = []
+            i = 0
+            for k in (0, 1):
+                for box, two in boxes.items():
+                    i += 1
+                    cards.append(PublicCard(index=i, card=two[k], position=box))
+                if k == 0:
+                    i += 1
+                    cards.append(PublicCard(index=i, card="KS", position="dealer"))  # up card; hole card never
+            await pub.send("round", RoundState(table=table, ts=TS, shoe=3, round=12, game="blackjack",
+                                               phase="playing", cards=tuple(cards), cards_remaining=290),
+                           retain=True)
+            grades = {"1": ("colored_pair", "12 to 1"), "2": ("perfect_pair", "25 to 1"), "4": (None, None),
+                      "5": ("colored_pair", "12 to 1")}
+            for box, (cat, odds) in grades.items():
+                await pub.send("settlements", SettlementMessage(
+                    table=table, ts=TS, shoe=3, round=12, spot=f"{box}PP", seat=box, bet="perfect_pairs",
+                    hand=None, stake=1000, outcome="win" if cat else "lose", category=cat or "no_pair",
+                    odds=odds, net=(12000 if odds == "12 to 1" else 25000) if cat else -1000))
+            await pub.send("results", RoundResults(
+                table=table, ts=TS, shoe=3, round=12, game="blackjack", dealer=("KS",),
+                boxes=tuple(BoxResult(position=b, cards=c, pair=grades[b][0] or "no_pair")
+                            for b, c in boxes.items())))
+            rows = page.get_by_test_id("box-result")
+            await expect(rows).to_have_count(4, timeout=WAIT_MS)
+            await expect(page.get_by_test_id("game")).to_have_text("Blackjack")
+            pair_cells = page.get_by_test_id("box-pair")
+            await expect(pair_cells).to_have_text(["Colored Pair — 12 to 1", "Perfect Pair — 25 to 1", "No pair",
+                                                   "Colored Pair — 12 to 1"])
+            await expect(page.get_by_test_id("pair-banner")).to_have_text(
+                ["Box 1 Colored Pair — 12 to 1", "Box 2 Perfect Pair — 25 to 1", "Box 5 Colored Pair — 12 to 1"])
+            await expect(page.get_by_test_id("roads")).to_be_hidden()
+            await expect(page.get_by_test_id("wager-list")).to_contain_text("Perfect Pair")
+            await expect(page.get_by_test_id("hand")).to_have_count(5)  # dealer + 4 boxes
+            await screenshot(page, tmp_path, "signage-blackjack.png")
+    finally:
+        await stop()
