@@ -86,7 +86,9 @@ class RoundRecord(msgspec.Struct, kw_only=True, frozen=True):
 
     Attributes:
         round_id: ``"{shoe}-{round}"`` (what ``tablesense recall --round`` takes).
-        status: ``complete``, ``void`` (complete and voided) or ``open`` (in progress, or never completed).
+        status: ``complete``, ``void`` (complete and voided), ``open`` (the latest round, in progress) or
+            ``incomplete`` (an earlier round that never completed, e.g. opened for betting when the shoe
+            ended).
         started_ts / ended_ts: ISO-8601 UTC times of the round's first message and of its completion.
         cards: every card out of the shoe in draw order with its position (hand/box/board) (open round:
             the public cards only).
@@ -230,13 +232,14 @@ class RecallReader:
         try:
             conn.execute("BEGIN")  # one WAL snapshot for the whole answer
             try:
-                return [self._record(conn, r) for r in conn.execute(sql, params).fetchall()]
+                latest = conn.execute("SELECT max(id) FROM rounds").fetchone()[0]
+                return [self._record(conn, r, r[0] == latest) for r in conn.execute(sql, params).fetchall()]
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise classify_sqlite_error(exc, "recall") from None
 
-    def _record(self, conn: sqlite3.Connection, r: tuple[Any, ...]) -> RoundRecord:
+    def _record(self, conn: sqlite3.Connection, r: tuple[Any, ...], current: bool) -> RoundRecord:
         ref, shoe, rnd, started, ended, complete = r
         messages: list[tuple[MessageRef, Any]] = []
         for m in conn.execute("SELECT row_id, msg_id, schema, channel, device, retain, qos, created_ts, "
@@ -275,11 +278,11 @@ class RecallReader:
                 spot_changes=floor.spot_changes, commands=floor.commands, baccarat=floor.baccarat,
                 boxes=floor.boxes, dealer=floor.dealer, board=floor.board, messages=refs)
         return self._open_record(shoe, rnd, started, ended, [m for _, m in messages], inputs, refs,
-                                 tuple(events))
+                                 tuple(events), "open" if current else "incomplete")
 
     def _open_record(self, shoe: Any, rnd: Any, started: str, ended: str | None, decoded: list[Any],
                      inputs: list[tuple[str, Any]], refs: tuple[MessageRef, ...],
-                     events: tuple[InputRef, ...]) -> RoundRecord:
+                     events: tuple[InputRef, ...], status: str) -> RoundRecord:
         state = _last(m for m in decoded if isinstance(m, RoundState))
         results = _last(m for m in decoded if isinstance(m, RoundResults))
         drawn = [(ts, ev) for ts, ev in inputs if isinstance(ev, CardDrawn | CardUnreadable)]
@@ -296,7 +299,7 @@ class RecallReader:
         return RoundRecord(
             table=self.table, round_id=round_id(shoe, rnd), shoe=shoe, round=rnd,
             game=state.game if state is not None else (results.game if results is not None else None),
-            status="open", void=void, started_ts=started, ended_ts=ended,
+            status=status, void=void, started_ts=started, ended_ts=ended,
             phase=state.phase if state is not None else None, held=bool(state is not None and state.held),
             cards=tuple(cards), hidden_cards=max(0, len(drawn) - len(cards)), settlements=settlements,
             alarms=alarms, events=events,
