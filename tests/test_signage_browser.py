@@ -121,12 +121,13 @@ async def deal_baccarat_round(pub: TablePublisher, board: Scoreboard, shoe: int,
     """One round as the daemon publishes it: betting, each card revealed, results, pair settlements,
     scoreboard (retained)."""
     game = "baccarat"
-    await pub.send("round", RoundState(table=pub.table, ts=TS, shoe=shoe, round=rnd, game=game, phase="betting",
-                                       cards_remaining=cards_left + len(cards)), retain=True)
+    head = {"table": pub.table, "ts": TS, "shoe": shoe, "round": rnd, "game": game}
+    await pub.send("round", RoundState(**head, phase="betting", cards_remaining=cards_left + len(cards)),
+                   retain=True)
     where = positions(len(cards), len(player))
     public = tuple(PublicCard(index=i + 1, card=c, position=where[i]) for i, c in enumerate(cards))
-    await pub.send("round", RoundState(table=pub.table, ts=TS, shoe=shoe, round=rnd, game=game, phase="dealing",
-                                       cards=public, cards_remaining=cards_left), retain=True)
+    await pub.send("round", RoundState(**head, phase="dealing", cards=public, cards_remaining=cards_left),
+                   retain=True)
     pp = Card.parse(player[0]).rank == Card.parse(player[1]).rank
     bp = Card.parse(banker[0]).rank == Card.parse(banker[1]).rank
     outcome = BaccaratOutcome(player=tuple(player), banker=tuple(banker), player_total=pt, banker_total=bt,
@@ -146,13 +147,13 @@ async def deal_baccarat_round(pub: TablePublisher, board: Scoreboard, shoe: int,
             odds = paytable.odds(kind)
             await pub.send("settlements", SettlementMessage(
                 table=pub.table, ts=TS, shoe=shoe, round=rnd, spot=f"2{hand[0].upper()}PP", seat="2",
-                bet="perfect_pairs", hand=hand, stake=1000, outcome="win", category=kind.value, odds=str(odds),
-                net=1000 * odds.pays // odds.per))
+                bet="perfect_pairs", hand=hand, stake=1000, outcome="win", category=kind.value,
+                odds=str(odds), net=1000 * odds.pays // odds.per))
     board.set_cards_remaining(cards_left)
     assert board.add_results(results)
     await pub.send("scoreboard", board.message(pub.table, ts=TS), retain=True)
-    await pub.send("round", RoundState(table=pub.table, ts=TS, shoe=shoe, round=rnd, game=game,
-                                       phase="complete", cards=public, cards_remaining=cards_left), retain=True)
+    await pub.send("round", RoundState(**head, phase="complete", cards=public, cards_remaining=cards_left),
+                   retain=True)
 
 
 async def road(page: Page, testid: str) -> list[dict[str, str | None]]:
@@ -204,14 +205,17 @@ async def test_baccarat_shoe_roads_pair_banner_and_offline_notices(
                 rec = r["recorded_result"]
                 left -= len(r["cards"])
                 await deal_baccarat_round(pub, board, 1, r["round"], r["cards"], r["player"], r["banker"],
-                                          rec["winner"].lower(), rec["player_score"], rec["banker_score"], left)
+                                          rec["winner"].lower(), rec["player_score"], rec["banker_score"],
+                                          left)
             seq = "".join(r["recorded_result"]["winner"][0] for r in rows)
             assert seq == "PPBBBBPBPBPPPBPPTPPBBBBP"
-            await expect(page.locator('[data-testid="bead-plate"] [data-cell]')).to_have_count(24, timeout=WAIT_MS)
+            bead_cells = page.locator('[data-testid="bead-plate"] [data-cell]')
+            await expect(bead_cells).to_have_count(24, timeout=WAIT_MS)
             bead = await road(page, "bead-plate")
             assert "".join(c["result"][0].upper() for c in bead if c["result"]) == seq
             assert all(c["paint"] == PAINT[c["colour"] or ""] for c in bead)
-            assert [c["colour"] for c in bead].count("red") == 11 and [c["colour"] for c in bead].count("green") == 1
+            bead_colours = [c["colour"] for c in bead]
+            assert bead_colours.count("red") == 11 and bead_colours.count("green") == 1
             big = await road(page, "big-road")
             assert len(big) == 23  # ties take no cell
             assert [c["ties"] for c in big].count("1") == 1
@@ -234,7 +238,7 @@ async def test_baccarat_shoe_roads_pair_banner_and_offline_notices(
             banner = page.get_by_test_id("pair-banner")
             await expect(banner).to_have_count(1, timeout=WAIT_MS)
             await expect(banner).to_have_text("Player Perfect Pair — 25 to 1")
-            await expect(page.locator('[data-testid="bead-plate"] [data-cell]')).to_have_count(25, timeout=WAIT_MS)
+            await expect(bead_cells).to_have_count(25, timeout=WAIT_MS)
             await expect(page.get_by_test_id("card")).to_have_count(4)
             await expect(page.get_by_test_id("outcome")).to_have_text("Banker wins 9 – 6")
             wagers = page.get_by_test_id("wager-list")
@@ -288,7 +292,8 @@ async def test_blackjack_pair_results_per_box(broker: MosquittoBroker, page: Pag
                     cards.append(PublicCard(index=i, card=two[k], position=box))
                 if k == 0:
                     i += 1
-                    cards.append(PublicCard(index=i, card="KS", position="dealer"))  # up card; hole card never
+                    # the dealer's up card; the hole card is never on a public topic
+                    cards.append(PublicCard(index=i, card="KS", position="dealer"))
             await pub.send("round", RoundState(table=table, ts=TS, shoe=3, round=12, game="blackjack",
                                                phase="playing", cards=tuple(cards), cards_remaining=290),
                            retain=True)
@@ -307,10 +312,11 @@ async def test_blackjack_pair_results_per_box(broker: MosquittoBroker, page: Pag
             await expect(rows).to_have_count(4, timeout=WAIT_MS)
             await expect(page.get_by_test_id("game")).to_have_text("Blackjack")
             pair_cells = page.get_by_test_id("box-pair")
-            await expect(pair_cells).to_have_text(["Colored Pair — 12 to 1", "Perfect Pair — 25 to 1", "No pair",
-                                                   "Colored Pair — 12 to 1"])
+            await expect(pair_cells).to_have_text(["Colored Pair — 12 to 1", "Perfect Pair — 25 to 1",
+                                                   "No pair", "Colored Pair — 12 to 1"])
             await expect(page.get_by_test_id("pair-banner")).to_have_text(
-                ["Box 1 Colored Pair — 12 to 1", "Box 2 Perfect Pair — 25 to 1", "Box 5 Colored Pair — 12 to 1"])
+                ["Box 1 Colored Pair — 12 to 1", "Box 2 Perfect Pair — 25 to 1",
+                 "Box 5 Colored Pair — 12 to 1"])
             await expect(page.get_by_test_id("roads")).to_be_hidden()
             await expect(page.get_by_test_id("wager-list")).to_contain_text("Perfect Pair")
             await expect(page.get_by_test_id("hand")).to_have_count(5)  # dealer + 4 boxes
