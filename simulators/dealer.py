@@ -251,7 +251,8 @@ class SimTable:
                 n = self.rng.randint(0, 4) if hits is None else hits
                 for _ in range(min(n, max(self.shoe.remaining - 1, 0))):
                     await self._card(rnd, "play")
-        await self.pads_frames(self.pads.round_end())
+        if game not in ("baccarat", "ez-baccarat"):  # a baccarat round is complete with its last card
+            await self.pads_frames(self.pads.round_end())
         await self.pads_frames(self.pads.clear())
         self.rounds.append(rnd)
         if self._rounds_left is not None:
@@ -299,7 +300,7 @@ class SimTable:
             req["cards"] = [str(c) for _, c in rnd.cards]
         else:
             req["hands"] = {pos: [str(c) for c in cards] for pos, cards in rnd.hands().items()
-                            if pos not in ("burn",)}
+                            if pos not in ("burn", "board")}
         return req
 
 
