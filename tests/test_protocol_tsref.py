@@ -336,3 +336,10 @@ def test_unusual_inputs_never_raise() -> None:
                  b"$\n", b"$" + b"\x80" * 500, bytes(range(256)) * 3):
         assert codec.feed(data) == []
     assert codec.stats.events == 0
+
+
+def test_a_repeated_unknown_frame_counts_once_as_unknown_then_as_duplicate() -> None:
+    codec = TsrefCodec("d")
+    vendor = frame("XV,00001,extension")
+    assert codec.feed(vendor + vendor + encode(cd(2))) == [cd(2, device="d")]
+    assert (codec.stats.unknown_type, codec.stats.duplicates, codec.stats.seq_gaps) == (1, 1, 0)

@@ -537,10 +537,11 @@ class TsrefCodec:
         mtype = parts[0]
         if mtype not in DEVICE_TYPES:
             seq = int(parts[1]) if len(parts) > 1 and _SEQ_RE.fullmatch(parts[1]) else None
+            # an unknown message still used its number; a repeat of one is just a duplicate
+            if seq is not None and mtype not in HOST_TYPES and not self._sequence(seq, body):
+                return
             why = "host-to-device type (echo or loopback?)" if mtype in HOST_TYPES else "unknown type"
             self._problem("unknown_type", "codec.unknown_type", frame=_show(line), type=mtype, reason=why)
-            if seq is not None and mtype not in HOST_TYPES:
-                self._sequence(seq, body)  # an unknown message still used its number
             return
         if len(parts) < 2 or not _SEQ_RE.fullmatch(parts[1]):
             self._problem("malformed", "codec.malformed_frame", frame=_show(line),
