@@ -156,18 +156,20 @@ class SignageServer:
     # --- HTTP side --------------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        """The aiohttp application (routes above); starts/stops the MQTT task with the app."""
+        """The aiohttp application (routes above). Its shutdown stops the MQTT task; start that task with
+        :meth:`start_mqtt` once the address is bound (:func:`start_signage` does)."""
         app = web.Application()
         app.router.add_get("/", self._index)
         app.router.add_get("/state", self._state)
         app.router.add_get("/events", self._events)
         app.router.add_static("/static/", STATIC, show_index=False)
-        app.on_startup.append(self._on_startup)
         app.on_shutdown.append(self._on_shutdown)
         return app
 
-    async def _on_startup(self, _app: web.Application) -> None:
-        self._mqtt_task = asyncio.create_task(self.run_mqtt(), name=f"signage-mqtt-{self.table}")
+    def start_mqtt(self) -> None:
+        """Start following the broker in the running loop (once)."""
+        if self._mqtt_task is None:
+            self._mqtt_task = asyncio.create_task(self.run_mqtt(), name=f"signage-mqtt-{self.table}")
 
     async def _on_shutdown(self, _app: web.Application) -> None:
         self._closing = True
@@ -229,6 +231,7 @@ async def start_signage(broker_host: str, broker_port: int, table: str, prefix: 
     except BaseException:
         await runner.cleanup()
         raise
+    server.start_mqtt()
     bound: Any = runner.addresses[0]
     shown = f"[{bound[0]}]" if ":" in str(bound[0]) else str(bound[0])
     url = f"http://{shown}:{bound[1]}/"
