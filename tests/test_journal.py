@@ -324,11 +324,14 @@ def test_prune_drops_inputs_of_earlier_shoes(tmp_path: Path, traffic: Traffic) -
         deliver_all(j)
         replay = list(j.replay_inputs())
         assert j.prune() > 0
+        pads = j.pads_before_replay()
+        assert [(p.event.spot, p.event.amount) for p in pads] == [("P1-PP", 2500)]  # type: ignore[union-attr]
         side = sqlite3.connect(j.path)
-        (oldest_kept,) = side.execute("SELECT min(ts) FROM inputs").fetchone()
+        kept = [r[0] for r in side.execute("SELECT ts FROM inputs ORDER BY id")]
         side.close()
-        assert oldest_kept == replay[0].ts  # 12 rounds of shoe 2 are >= 10: shoe 1 is gone, replay intact
-        assert list(j.replay_inputs()) == replay
+        # 12 rounds of shoe 2 are >= 10: shoe 1 is gone but for the bet still on the layout; replay intact
+        assert kept == [p.ts for p in pads] + [i.ts for i in replay]
+        assert list(j.replay_inputs()) == replay and j.pads_before_replay() == pads
 
 
 def test_prune_by_days_keeps_recent_rounds(tmp_path: Path, traffic: Traffic) -> None:

@@ -13,6 +13,10 @@ Tables:
   (for ``devices/{name}``), retain, qos, the JSON payload with ``seq`` and ``msg_id`` filled, a CRC-32,
   the input that caused it and ``delivered_at`` (``NULL`` until the broker acknowledged it).
 * ``devices``: the latest device ``seq`` per device (so cards missed while the daemon was down show).
+* ``spots``: the input holding the latest ``SpotChanged`` of every bet-pad spot; ``anchor_spots``: the
+  same as it stood just before the current shoe's first input (the pads' state the replay starts from:
+  chips stay on the layout across a shoe change). :meth:`~daemon.journal.Journal.prune` keeps those
+  inputs.
 
 The CRC-32 of each row (its key fields and payload) is checked at every open and on every read, which
 catches damage inside row contents that SQLite's ``PRAGMA integrity_check`` (a structural check) does
@@ -82,6 +86,18 @@ CREATE TABLE outbox (
 CREATE INDEX outbox_pending ON outbox(row_id) WHERE delivered_at IS NULL;
 CREATE INDEX outbox_round ON outbox(round_ref);
 CREATE INDEX outbox_retained ON outbox(channel, device, row_id) WHERE retain = 1;
+CREATE TABLE spots (
+    device TEXT NOT NULL,
+    spot TEXT NOT NULL,
+    input_id INTEGER NOT NULL,
+    PRIMARY KEY (device, spot)
+) WITHOUT ROWID;
+CREATE TABLE anchor_spots (
+    device TEXT NOT NULL,
+    spot TEXT NOT NULL,
+    input_id INTEGER NOT NULL,
+    PRIMARY KEY (device, spot)
+) WITHOUT ROWID;
 CREATE TABLE devices (
     device TEXT PRIMARY KEY,
     last_seq INTEGER NOT NULL,

@@ -34,6 +34,7 @@ from daemon.journal.errors import JournalDamaged, JournalUnwritable, classify_sq
 from daemon.journal.schema import DDL, SCHEMA_VERSION, input_crc, outbox_crc
 from daemon.messages import FloorRound
 from daemon.table.inputs import Emit, TimedInput
+from drivers.events import SpotChanged
 
 __all__ = [
     "JOURNAL_FILE",
@@ -321,7 +322,9 @@ class Journal:
             anchor, shoe = self._shoe_anchor, self._current_shoe
             for p in prepared:  # the input whose messages first carry a new shoe number started that shoe
                 if p.shoe is not None and p.shoe != shoe:
-                    anchor, shoe = input_id, p.shoe
+                    if shoe is not None:  # the first shoe ever: the replay starts at the journal's beginning
+                        anchor = input_id
+                    shoe = p.shoe
             try:
                 if conn.in_transaction:  # a previous failure left one open
                     conn.execute("ROLLBACK")
@@ -347,6 +350,12 @@ class Journal:
                 for p, ref in zip(prepared, refs, strict=True):
                     if p.complete and ref is not None:
                         conn.execute("UPDATE rounds SET complete = 1, ended_ts = ? WHERE id = ?", (ts, ref))
+                if anchor != self._shoe_anchor:  # the pads as they stood before the new shoe's first input
+                    conn.execute("DELETE FROM anchor_spots")
+                    conn.execute("INSERT INTO anchor_spots SELECT device, spot, input_id FROM spots")
+                if isinstance(inp.event, SpotChanged):
+                    conn.execute("INSERT INTO spots VALUES (?, ?, ?) ON CONFLICT(device, spot) DO UPDATE SET "
+                                 "input_id = excluded.input_id", (inp.event.device, inp.event.spot, input_id))
                 if device is not None and device_seq is not None:
                     conn.execute("INSERT INTO devices VALUES (?, ?, ?) ON CONFLICT(device) DO UPDATE SET "
                                  "last_seq = excluded.last_seq, input_id = excluded.input_id",
@@ -456,7 +465,9 @@ class Journal:
 
         The start of the shoe is the input whose messages first carried the current shoe number (the
         state machine's own judgement: normally the shoe's ``NEW_SHOE`` event or a ``new_shoe``
-        command); with no shoe ever numbered, the replay starts at the journal's first input.
+        command); for the journal's first shoe the replay starts at the journal's first input. Rebuild
+        with ``TableMachine(config, shoe=journal.current_shoe)``, seed its pads with
+        :meth:`pads_before_replay`, then feed these.
         :meth:`prune` never deletes inputs from there on. Feeding them through a fresh state machine
         rebuilds the shoe's inventory and the open round (design.md: the reducer makes recovery a
         replay); :meth:`current_round` gives the shoe and round numbers to check it against. The emits of
@@ -480,6 +491,28 @@ class Journal:
                     raise JournalDamaged(f"journal {self.path}: input {r[0]} fails its checksum")
                 yield TimedInput(ts=r[1], event=decode_event(r[2], bytes(r[5])))
             last = rows[-1][0]
+
+    def pads_before_replay(self) -> list[TimedInput]:
+        """The latest ``SpotChanged`` of every bet-pad spot as it stood just before the first input of
+        :meth:`replay_inputs` (in arrival order), for seeding a rebuilt machine's pads: chips left on the
+        layout across a shoe change are still there when the new shoe's first round locks its wagers,
+        but their events precede the replay. Empty when the replay starts at the journal's beginning.
+        Raises :class:`JournalDamaged` for a row failing its checksum."""
+        with self._lock:
+            if self._shoe_anchor is None:
+                return []
+            try:
+                rows = self._db().execute(
+                    "SELECT i.id, i.ts, i.kind, i.device, i.device_seq, i.payload, i.crc FROM anchor_spots a "
+                    "JOIN inputs i ON i.id = a.input_id ORDER BY i.id").fetchall()
+            except sqlite3.Error as exc:
+                raise classify_sqlite_error(exc, "read") from None
+        out: list[TimedInput] = []
+        for r in rows:
+            if input_crc(r[0], r[1], r[2], r[3], r[4], r[5]) != r[6]:
+                raise JournalDamaged(f"journal {self.path}: input {r[0]} fails its checksum")
+            out.append(TimedInput(ts=r[1], event=decode_event(r[2], bytes(r[5]))))
+        return out
 
     def current_round(self) -> tuple[Any, Any] | None:
         """``(shoe, round)`` of the latest round any message was about (the round in progress, or the one
@@ -553,7 +586,8 @@ class Journal:
                 deleted = 0
                 for ref in doomed:
                     deleted += conn.execute("DELETE FROM outbox WHERE round_ref = ?", (ref,)).rowcount
-                    deleted += conn.execute("DELETE FROM inputs WHERE round_ref = ?", (ref,)).rowcount
+                    deleted += conn.execute(f"DELETE FROM inputs WHERE round_ref = ? AND {_NOT_PADS}",
+                                            (ref,)).rowcount
                     deleted += conn.execute("DELETE FROM rounds WHERE id = ?", (ref,)).rowcount
                 oldest_row = conn.execute("SELECT min(first_row), min(first_input) FROM rounds").fetchone()
                 keep_row = min(first_row, oldest_row[0] if oldest_row[0] is not None else first_row)
@@ -562,8 +596,9 @@ class Journal:
                 deleted += conn.execute(
                     "DELETE FROM outbox WHERE round_ref IS NULL AND row_id < ? AND delivered_at IS NOT NULL "
                     f"AND row_id NOT IN ({_LATEST_RETAINED})", (keep_row,)).rowcount
-                deleted += conn.execute("DELETE FROM inputs WHERE round_ref IS NULL AND id < ?",
-                                        (keep_input,)).rowcount
+                deleted += conn.execute(
+                    f"DELETE FROM inputs WHERE round_ref IS NULL AND id < ? AND {_NOT_PADS}",
+                    (keep_input,)).rowcount
                 conn.execute("COMMIT")
                 return deleted
             except sqlite3.Error as exc:
@@ -595,6 +630,7 @@ class Journal:
         self.close()
 
 
+_NOT_PADS = ("id NOT IN (SELECT input_id FROM spots) AND id NOT IN (SELECT input_id FROM anchor_spots)")
 _OUTBOX_COLS = "row_id, msg_id, schema, channel, device, retain, qos, created_ts, payload, crc"
 _LATEST_RETAINED = ("SELECT max(row_id) FROM outbox INDEXED BY outbox_retained WHERE retain = 1 "
                     "AND delivered_at IS NOT NULL GROUP BY channel, device")
