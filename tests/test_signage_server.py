@@ -115,3 +115,18 @@ def test_port_in_use_is_a_one_line_error(broker: MosquittoBroker) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("tablesense: signage: cannot listen on 127.0.0.1:") and \
         len(done.stderr.strip().splitlines()) == 1
+
+
+def test_page_loads_nothing_from_elsewhere() -> None:
+    """Plain HTML/CSS/JS served by tablesense: every src/href is local and the script fetches only /events."""
+    import re
+
+    static = ROOT / "daemon/signage/static"
+    html = (static / "index.html").read_text()
+    refs = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert sorted(refs) == ["/static/app.js", "/static/style.css"]
+    js = (static / "app.js").read_text()
+    loads = re.findall(r"(?:fetch|EventSource|XMLHttpRequest|import)\s*\(?\s*[\"']([^\"']+)", js)
+    assert loads == ["/events"]
+    css = (static / "style.css").read_text()
+    assert "@import" not in css and "url(" not in css
