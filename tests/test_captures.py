@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from drivers.events import CardDrawn, SpotChanged, SpotState
 from drivers.protocols import SequenceGap, get_codec
@@ -140,3 +142,17 @@ def test_event_lines_are_stable_text() -> None:
     assert event_line(CardDrawn("shoe", 14, Card.parse("10D"))) == "shoe 00014 CardDrawn card=10D"
     assert event_line(SpotChanged("pads", 3, "P1", SpotState.PLACED, None)) == (
         "pads 00003 SpotChanged spot=P1 state=placed amount=-")
+
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**7), st.binary(max_size=80)), max_size=20),
+       st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), max_size=40))
+def test_any_capture_round_trips(chunks, notes) -> None:
+    offsets = sorted(us for us, _ in chunks)
+    cap = Capture("shoe", "tsref", notes.strip(), {},
+                  [CaptureChunk(us / 1e6, data) for us, (_, data) in zip(offsets, chunks, strict=True)])
+    back = loads(dumps(cap))
+    assert back.data == cap.data
+    assert [c.offset for c in back.chunks] == [c.offset for c in cap.chunks]
+    assert back.notes == cap.notes

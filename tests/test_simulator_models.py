@@ -6,6 +6,8 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemon.rules.baccarat import coup_from_cards
 from daemon.rules.cards import ALL_CARDS, Card, CardNotInShoe, ShoeComposition
@@ -271,3 +273,56 @@ def test_wrong_baud_capture_of_a_real_round_decodes_to_nothing() -> None:
         codec = TsrefCodec("shoe")
         assert codec.feed(faults.wrong_baud(data, sent, read)) == []
         assert codec.stats.garbage_bytes > 0
+
+
+# -- properties -------------------------------------------------------------------------------------
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.integers(1, 8), st.integers(0, 2**32), st.sampled_from(["rule", 0, 3, None]),
+       st.sampled_from([None, 1, 16, 40]))
+def test_any_shoe_deals_out_exactly_its_cards_with_one_cut_card_and_an_empty_at_the_end(
+        decks, seed, burn, cut) -> None:
+    shoe = VirtualShoe(decks, seed=seed, burn=burn, cut_card_at=cut)
+    data = shoe.start_shoe()
+    while shoe.remaining:
+        data += shoe.deal_baccarat_round()
+    codec = TsrefCodec("shoe")
+    events = codec.feed(data)
+    assert events == shoe.history and codec.stats.dropped == 0 and codec.stats.seq_gaps == 0
+    seen = [e.card for e in events if isinstance(e, CardDrawn)] + shoe.burned
+    assert Counter(seen) == Counter({c: decks for c in ALL_CARDS})
+    k = kinds(events)
+    assert k.count("cut_card") == (1 if cut is not None else 0)
+    if cut is not None:  # the cut card comes out with exactly `cut` cards behind it
+        cards_after = sum(1 for x in k[k.index("cut_card"):] if x == "CardDrawn")
+        assert cards_after == cut
+    assert k[-1] == "empty" and k.count("empty") == 1
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(st.tuples(st.sampled_from(["place", "remove", "nmb", "end", "clear", "void"]),
+                          st.sampled_from(["P1", "P2", "B1"]), st.integers(1, 10**6)), max_size=40),
+       st.booleans())
+def test_any_pad_session_decodes_to_its_history_and_locks_every_occupied_spot(ops, rfid) -> None:
+    pads = VirtualPads(["P1", "P2", "B1"], rfid=rfid)
+    data = b""
+    for op, spot, amount in ops:
+        if op == "place":
+            data += pads.place(spot, amount)
+        elif op == "remove":
+            data += pads.remove(spot)
+        elif op == "nmb":
+            data += pads.no_more_bets()
+            assert all(pads.state[s] is SpotState.LOCKED for s in pads.spots if pads.bets[s] > 0)
+        elif op == "end":
+            data += pads.round_end()
+        elif op == "void":
+            data += pads.void_round()
+        else:
+            data += pads.clear()
+            assert all(pads.state[s] is SpotState.EMPTY for s in pads.spots)
+    events = TsrefCodec("pads").feed(data)
+    assert events == pads.history
+    amounts = {e.amount for e in events if isinstance(e, SpotChanged)}
+    assert (amounts <= {None}) if not rfid else (None not in amounts)
