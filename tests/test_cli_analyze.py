@@ -161,15 +161,28 @@ BAD_ARGS = [
 ]
 
 
-@pytest.mark.parametrize(("args", "phrase"), BAD_ARGS)
-def test_bad_arguments(args: list[str], phrase: str) -> None:
-    proc = subprocess.run(
-        [str(TABLESENSE), "analyze", *args, "--json"], capture_output=True, text=True, timeout=60
-    )
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == "" and "Traceback" not in proc.stderr
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("tablesense: analyze: ")
-    assert phrase in proc.stderr
+def _check_one_line(code: int, out: str, err: str, phrase: str) -> None:
+    assert code == 2, err
+    assert out == "" and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("tablesense: analyze: ")
+    assert phrase in err
+
+
+@pytest.mark.parametrize(("args", "phrase"), BAD_ARGS, ids=[phrase for _, phrase in BAD_ARGS])
+def test_bad_arguments(args: list[str], phrase: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["analyze", *args, "--json"])
+    captured = capsys.readouterr()
+    _check_one_line(code, captured.out, captured.err, phrase)
+
+
+def test_bad_arguments_through_the_console_script() -> None:
+    """A few of the above in a separate process: the real console script, exit status and stderr."""
+    chosen = [BAD_ARGS[i] for i in (0, 1, 3, 4, 8)]
+    for args, phrase in chosen:
+        proc = subprocess.run(
+            [str(TABLESENSE), "analyze", *args, "--json"], capture_output=True, text=True, timeout=120
+        )
+        _check_one_line(proc.returncode, proc.stdout, proc.stderr, phrase)
 
 
 def test_console_script_prints_json() -> None:
