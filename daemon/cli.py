@@ -20,6 +20,7 @@ COMMANDS: tuple[str, ...] = (
     "schemas",
     "run",
     "monitor",
+    "demo",
     "signage",
     "recall",
     "simulate",

@@ -48,9 +48,10 @@ def _card(text: str) -> Text:
     return Text(f"{rank}{_SUIT_GLYPH.get(suit, suit)}", style="bold red" if suit in "HD" else "bold")
 
 
-def _money(minor: int, minor_unit: int = 2) -> str:
-    """Minor units as a signed decimal string (integer arithmetic only, no floats)."""
-    sign = "-" if minor < 0 else "+" if minor > 0 else " "
+def _money(minor: int, minor_unit: int = 2, signed: bool = True) -> str:
+    """Minor units as a decimal string, signed (``+``/``-``) unless ``signed`` is false (integer
+    arithmetic only, no floats)."""
+    sign = ("-" if minor < 0 else "+" if minor > 0 else " ") if signed else ("-" if minor < 0 else "")
     whole, frac = divmod(abs(minor), 10 ** minor_unit)
     return f"{sign}{whole}.{frac:0{minor_unit}d}" if minor_unit else f"{sign}{whole}"
 
@@ -155,7 +156,7 @@ class TableView:
             t.voids += 1
         where = f"seat {m.seat}" + (f" {m.hand}" if m.hand else "")
         odds = f" at {m.odds}" if m.odds else ""
-        line = (f"r{m.round} {where} {m.bet} {_money(m.stake, self.minor_unit).strip()} -> {m.outcome}"
+        line = (f"r{m.round} {where} {m.bet} {_money(m.stake, self.minor_unit, False)} -> {m.outcome}"
                 f" {m.category}{odds} net {_money(m.net, self.minor_unit)}")
         self.recent.append(line)
         if m.outcome == "win" and "pair" in m.bet:
@@ -242,13 +243,13 @@ def render(view: TableView) -> Panel:
     total = BetTally()
     for bet, t in sorted(view.tallies.items()):
         tally.add_row(bet, str(t.wagers), str(t.wins), str(t.losses), str(t.pushes), str(t.voids),
-                      _money(t.staked, view.minor_unit).strip(), _money(t.net, view.minor_unit),
-                      _money(t.commission, view.minor_unit).strip())
+                      _money(t.staked, view.minor_unit, False), _money(t.net, view.minor_unit),
+                      _money(t.commission, view.minor_unit, False))
         total.wagers += t.wagers
         total.staked += t.staked
         total.net += t.net
     if view.tallies:
-        tally.add_row("all", str(total.wagers), "", "", "", "", _money(total.staked, view.minor_unit).strip(),
+        tally.add_row("all", str(total.wagers), "", "", "", "", _money(total.staked, view.minor_unit, False),
                       _money(total.net, view.minor_unit), "", style="bold")
     parts: list[Any] = [
         head,
@@ -283,7 +284,7 @@ def plain_line(message: Message, minor_unit: int = 2) -> str | None:
     if isinstance(message, SettlementMessage):
         m = message
         odds = f" at {m.odds}" if m.odds else ""
-        stake = _money(m.stake, minor_unit).strip()
+        stake = _money(m.stake, minor_unit, False)
         return (f"[{m.table}] settle r{m.round} seat {m.seat} {m.bet} stake {stake}"
                 f" {m.outcome} {m.category}{odds} net {_money(m.net, minor_unit)}")
     if isinstance(message, AlarmMessage):
@@ -303,7 +304,7 @@ def summary_lines(view: TableView) -> list[str]:
     total = 0
     for bet, t in sorted(view.tallies.items()):
         total += t.net
-        staked, net = _money(t.staked, view.minor_unit).strip(), _money(t.net, view.minor_unit)
+        staked, net = _money(t.staked, view.minor_unit, False), _money(t.net, view.minor_unit)
         lines.append(f"  {bet:<18} {t.wagers:>5} bets  {t.wins:>4} won  {t.losses:>4} lost"
                      f"  {t.pushes:>3} push  staked {staked:>10}  net {net:>11}")
     if view.tallies:

@@ -1,0 +1,176 @@
+"""``tablesense demo``: the whole product on one machine with zero set-up.
+
+It starts a broker (a private ``mosquitto`` on a free loopback port when the binary exists, otherwise an
+in-process amqtt broker speaking MQTT 3.1.1, to which the daemon falls back), a simulated shoe and bet
+pads on pseudo-terminals, and the daemon itself with a demo table config (journal in a temporary
+directory), then deals ``--rounds`` rounds of ``--game`` and shows the live view a signage subscriber
+would show (:mod:`daemon.view`): cards as revealed, pair hits with their odds, payouts, the running
+win/loss per wager. It ends with a summary. ``--no-ui`` prints plain lines instead. Everything it
+starts is stopped and its temporary directory removed at the end, also on Ctrl-C.
+
+The daemon runs in-process with the same code as ``tablesense run``; its JSON log goes to ``daemon.log``
+in the temporary directory (kept with ``--keep``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from daemon.cli import UsageError
+from daemon.commands.monitor import parse_broker
+
+__all__ = ["GAMES", "register", "run", "run_demo"]
+
+GAMES = ("baccarat", "ez-baccarat", "blackjack", "uth")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``demo`` sub-command."""
+    p = subparsers.add_parser("demo", help="run a simulated table end to end with a live view",
+                              description="Start a broker, a simulated shoe and bet pads, and the daemon, "
+                                          "deal rounds and show the live table view; ends with a summary.")
+    p.add_argument("--game", default="baccarat", choices=GAMES, help="default: baccarat")
+    p.add_argument("--rounds", type=int, default=20, help="rounds to deal (default: 20)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the shuffle and the bets (default: random)")
+    p.add_argument("--broker", default=None, metavar="HOST:PORT",
+                   help="use this broker instead of starting one")
+    p.add_argument("--pace", type=float, default=None,
+                   help="seconds per card (default: 0.25 with the live view, 0 with --no-ui)")
+    p.add_argument("--no-ui", action="store_true", help="plain lines instead of the live view")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory (journal, logs)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; returns the exit status."""
+    if args.rounds < 1 or args.rounds > 100_000:
+        raise UsageError(f"--rounds must be 1..100000, got {args.rounds}")
+    if args.pace is not None and not 0 <= args.pace <= 10:
+        raise UsageError(f"--pace must be 0..10 seconds, got {args.pace}")
+    broker = parse_broker(args.broker) if args.broker else None
+    pace = args.pace if args.pace is not None else (0.0 if args.no_ui else 0.25)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    try:
+        lines = asyncio.run(run_demo(args.game, args.rounds, seed, broker=broker, ui=not args.no_ui,
+                                     pace=pace, keep=args.keep))
+    except KeyboardInterrupt:
+        print("demo interrupted", file=sys.stderr)
+        return 130
+    if not args.no_ui:
+        print()
+    print("\n".join(lines))
+    return 0
+
+
+async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int] | None = None,
+                   ui: bool = False, pace: float = 0.0, keep: bool = False,
+                   out: Any = None) -> list[str]:
+    """Run the demo in the current event loop; returns the summary lines.
+
+    Raises :class:`UsageError` when no broker can be started or reached.
+    """
+    import aiomqtt
+
+    from daemon.app import App
+    from daemon.broker import AmqttBroker, BrokerError, MosquittoBroker, mosquitto_binary
+    from daemon.config import parse_config
+    from daemon.logging import configure
+    from daemon.view import TableView, summary_lines, watch
+    from simulators.dealer import SimTable, sim_config_toml
+
+    tmp = Path(tempfile.mkdtemp(prefix="tablesense-demo-"))
+    log = open(tmp / "daemon.log", "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
+    root = logging.getLogger()
+    saved_logging = (root.handlers[:], root.level)
+    configure("info", stream=log, priority_prefix=False)
+    mosq: MosquittoBroker | None = None
+    amqtt_broker: AmqttBroker | None = None
+    protocol = "5"
+    tasks: list[asyncio.Task[Any]] = []
+    sim: SimTable | None = None
+    app: App | None = None
+    views: dict[str, TableView] = {}
+    try:
+        if broker is not None:
+            host, port = broker
+        elif mosquitto_binary() is not None:
+            mosq = MosquittoBroker(tmp / "broker", persistence=False)
+            try:
+                mosq.start()
+            except BrokerError as exc:
+                raise UsageError(str(exc)) from None
+            host, port = mosq.host, mosq.port
+        else:
+            amqtt_broker = AmqttBroker()
+            try:
+                await amqtt_broker.start()
+            except BrokerError as exc:
+                raise UsageError(str(exc)) from None
+            host, port, protocol = amqtt_broker.host, amqtt_broker.port, "3.1.1"
+        dev = tmp / "devices"
+        urls = {"shoe": str(dev / "shoe"), "pads": str(dev / "pads")}
+        config = parse_config(sim_config_toml(game, urls=urls, host=host, port=port, journal=tmp / "journal",
+                                              table=f"demo-{game}", protocol=protocol))
+        sim = SimTable(config, dev, seed=seed, pace=pace)
+        await sim.start()
+        app = App(config)
+        app.open()
+        tasks.append(asyncio.create_task(app.run(), name="daemon"))
+        ready = asyncio.Event()
+        table = config.table
+
+        def done(v: dict[str, TableView]) -> bool:
+            tv = v.get(table)
+            return tv is not None and tv.rounds + tv.voided >= rounds
+
+        watcher = asyncio.create_task(watch(host, port, table=table, ui=ui, out=out, ready=ready,
+                                            minor_unit=config.minor_unit, until=done, views=views))
+        tasks.append(watcher)
+        try:
+            await asyncio.wait_for(ready.wait(), 15)
+        except TimeoutError:
+            raise UsageError(f"cannot subscribe at the broker {host}:{port}") from None
+        except aiomqtt.MqttError as exc:
+            raise UsageError(f"cannot reach the broker at {host}:{port}: {exc}") from None
+        await sim.wait_host(30)
+        for _ in range(rounds):
+            await sim.play_round()
+        await asyncio.wait_for(watcher, 30)
+    finally:
+        if app is not None:
+            app.stop()
+        for t in tasks:
+            if t.get_name() != "daemon":
+                t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if sim is not None:
+            await sim.close()
+        if amqtt_broker is not None:
+            await amqtt_broker.stop()
+        if mosq is not None:
+            mosq.stop()
+        structlog.reset_defaults()
+        root.handlers[:], root.level = saved_logging
+        log.close()
+        if keep:
+            print(f"demo files kept in {tmp}", file=sys.stderr)
+        else:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(tmp)
+    lines = [f"tablesense demo: {game}, {rounds} rounds, seed {seed}, broker {host}:{port}"
+             + (" (amqtt, MQTT 3.1.1)" if amqtt_broker is not None else "")]
+    for v in views.values():
+        lines += summary_lines(v)
+    return lines
