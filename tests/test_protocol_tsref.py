@@ -343,3 +343,24 @@ def test_a_repeated_unknown_frame_counts_once_as_unknown_then_as_duplicate() -> 
     vendor = frame("XV,00001,extension")
     assert codec.feed(vendor + vendor + encode(cd(2))) == [cd(2, device="d")]
     assert (codec.stats.unknown_type, codec.stats.duplicates, codec.stats.seq_gaps) == (1, 1, 0)
+
+
+def test_a_wrong_baud_rate_does_not_flood_the_log() -> None:
+    from simulators.faults import wrong_baud
+    from simulators.shoe import VirtualShoe
+
+    shoe = VirtualShoe(8, seed=12)
+    data = shoe.start_shoe()
+    while shoe.remaining:
+        data += shoe.draw()
+    for sent, read in ((9600, 19200), (19200, 9600)):
+        garbled = wrong_baud(data, sent, read)
+        codec = TsrefCodec("shoe")
+        with capture_logs() as logs:
+            for i in range(0, len(garbled), 32):
+                assert codec.feed(garbled[i:i + 32]) == []
+        s = codec.stats
+        problems = s.garbage_bytes // 4096 + s.dropped // 100
+        assert s.garbage_bytes > 1000
+        assert len(logs) <= 8 + problems + 2, (sent, read, len(logs), s)
+        assert len(logs) < len(garbled) // 200
