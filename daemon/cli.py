@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 COMMANDS: tuple[str, ...] = (
     "settle",
@@ -34,20 +35,45 @@ class UsageError(Exception):
     """A user error: printed as ``tablesense: <message>`` and exit status 2."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every registered sub-command."""
-    parser = argparse.ArgumentParser(prog="tablesense", description=(
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (exit status 2), not two."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def _command_name(module: str) -> str:
+    return module.replace("_", "-")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser with every registered sub-command, or only the module ``only``.
+
+    Registering one command imports one module, so ``tablesense settle`` does not pay for the
+    imports of the daemon, the web server and the simulators.
+    """
+    parser = OneLineParser(prog="tablesense", description=(
         "Live table-sensor daemon for casino table games: card-reading shoe and bet pads in, "
         "exact pair-wager settlements out over MQTT."))
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                parser_class=OneLineParser)
+    for name in COMMANDS if only is None else (only,):
         importlib.import_module(f"daemon.commands.{name}").register(sub)
     return parser
 
 
+def _chosen_module(argv: Sequence[str]) -> str | None:
+    first = next((a for a in argv if not a.startswith("-")), None)
+    for name in COMMANDS:
+        if first in (name, _command_name(name)):
+            return name
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_chosen_module(argv))
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
