@@ -10,7 +10,8 @@ aiomqtt 2.5.1 specifics handled here (ecosystem.md §1, §11):
 
 * a fresh client object per connection attempt, fixed client id, MQTT v5 with ``clean_start=False`` set
   explicitly and a Session Expiry Interval (pitfall 1), falling back to MQTT 3.1.1 with
-  ``clean_session=False`` when the broker refuses v5 (CONNACK 0x84 / 1, e.g. amqtt);
+  ``clean_session=False`` when the broker refuses v5 (CONNACK 0x84 / 1) or never answers a v5 CONNECT
+  (amqtt 0.12 does that: the attempts then alternate until one gets a CONNACK);
 * a v5 PUBACK with a reason code >= 0x80 (e.g. 0x87 Not authorized from a Mosquitto ACL) is reported by
   :class:`PublishRejected`, not taken for success (pitfall 2): aiomqtt 2.x drops the reason code, so
   :class:`_AckClient` records it from paho's ``on_publish`` (callback API v2), which carries it;
@@ -84,6 +85,9 @@ CHANNEL_TOPICS: dict[str, str] = {
 
 MAX_COMMAND_BYTES = 4096
 """Largest accepted command payload (issue 6: inputs are bounded)."""
+
+_CONNACK_TIMEOUT = 3.0
+"""Seconds to wait for CONNACK before the connection attempt counts as failed."""
 
 _UNSUPPORTED_PROTOCOL = (0x84, 1)
 """CONNACK codes meaning "this broker does not speak MQTT v5" (v5 0x84; 3.1.1 code 1)."""
@@ -393,6 +397,7 @@ class Relay:
         self._client: _AckClient | None = None
         self._command_tasks: set[asyncio.Task[None]] = set()
         self.protocol = "3.1.1" if settings.protocol.startswith("3") else "5"
+        self._v5_confirmed = False
         self.connected = False
         self.delivered = 0
         self.rejected = 0
@@ -410,8 +415,13 @@ class Relay:
             v5 = self.protocol == "5"
             client = self._make_client(v5)
             self._client = client
+            handshake_done = False
+            client.timeout = min(self.settings.publish_timeout, _CONNACK_TIMEOUT)
             try:
                 async with client:
+                    handshake_done = True
+                    client.timeout = self.settings.publish_timeout
+                    self._v5_confirmed = self._v5_confirmed or v5
                     self.connected = True
                     self.connects += 1
                     backoff = self.settings.backoff_min
@@ -427,7 +437,14 @@ class Relay:
                 log.warning("mqtt_connect_refused", error=str(exc))
             except aiomqtt.MqttError as exc:
                 if not self._stopping.is_set():
-                    log.warning("mqtt_disconnected", error=str(exc))
+                    event = "mqtt_disconnected" if handshake_done else "mqtt_connect_failed"
+                    log.warning(event, error=str(exc))
+                # A broker that only speaks 3.1.1 may never answer a v5 CONNECT (amqtt 0.12 waits for more
+                # bytes): after a handshake timeout, alternate the protocol until one gets a CONNACK.
+                if (not handshake_done and self.settings.fallback and not self._v5_confirmed
+                        and self.settings.protocol == "5" and "timed out" in str(exc)):
+                    self.protocol = "3.1.1" if v5 else "5"
+                    log.warning("mqtt_handshake_timeout_switching_protocol", protocol=self.protocol)
             finally:
                 self.connected = False
                 self._client = None

@@ -193,6 +193,9 @@ async def test_broker_restart_resumes_with_same_msg_id_and_republishes_retained(
             relay = Relay(settings(own, "T2"), out, status)
             task = await run_relay(relay)
             await sub.wait_for(lambda ms: len(ms) == 5)
+            async with aiomqtt.Client(own.host, own.port) as c:  # make the broker forget retained state
+                await c.publish("ts/T2/round", b"", qos=1, retain=True)
+                await c.publish("ts/T2/devices/shoe", b"", qos=1, retain=True)
             own.stop()
             for i in range(5, 10):
                 out.add("settlements", {"n": i})
@@ -315,3 +318,55 @@ def test_credentials_plain_two_line_format(tmp_path: Path) -> None:
     f.write_text("only-one-line\n")
     with pytest.raises(CredentialsError, match="username"):
         load_credentials(f)
+
+
+async def test_v5_falls_back_to_311_against_amqtt() -> None:
+    from daemon.broker import AmqttBroker
+
+    amq = AmqttBroker()
+    await amq.start()
+    try:
+        out = MemoryOutbox()
+        out.add("results", {"n": 1})
+        s = MqttSettings(host=amq.host, port=amq.port, table="T5", client_id="tablesense-T5", prefix="ts",
+                         backoff_min=0.05, backoff_max=0.2)
+        relay = Relay(s, out, status)
+        task = await run_relay(relay)
+        for _ in range(300):
+            if out.delivered:
+                break
+            await asyncio.sleep(0.01)
+        await relay.stop(task)
+    finally:
+        await amq.stop()
+    assert relay.protocol == "3.1.1"
+    assert out.delivered == {1}
+
+
+async def test_rejected_row_stays_pending_in_the_real_journal(broker: MosquittoBroker, tmp_path: Path) -> None:
+    from daemon.journal import Journal
+    from daemon.messages import FloorRound, RoundResults
+    from daemon.table.inputs import Channel, Emit, TimedInput
+    from drivers.events import Heartbeat
+
+    journal = Journal(tmp_path / "j", "T9")
+    ts = "2026-11-29T12:00:00.000Z"
+    rows = journal.append(TimedInput(ts, Heartbeat("shoe", 1)), [
+        Emit(Channel.RESULTS, RoundResults(table="T9", ts=ts, shoe=1, round=1, game="baccarat")),
+        Emit(Channel.FLOOR_ROUNDS, FloorRound(table="T9", ts=ts, shoe=1, round=1, game="baccarat")),
+        Emit(Channel.RESULTS, RoundResults(table="T9", ts=ts, shoe=1, round=2, game="baccarat"))])
+    async with Subscriber(broker, "ts/T9/#", "sub-T9-journal") as sub:
+        relay = Relay(settings(broker, "T9"), journal, status)
+        task = await run_relay(relay)
+        await sub.wait_for(lambda ms: sum(t.endswith("/results") for t, _, _ in ms) == 2)
+        for _ in range(200):
+            if relay.rejected:
+                break
+            await asyncio.sleep(0.01)
+        await relay.stop(task)
+    pending = journal.pending(10, 0)
+    journal.close()
+    assert relay.rejected >= 1  # PUBACK 0x87 from the ACL: an error, not a success
+    assert [r.row_id for r in pending] == [rows[1].row_id]
+    got = [b["msg_id"] for t, b, _ in sub.messages if t.endswith("/results")]
+    assert got == [rows[0].msg_id, rows[2].msg_id]
