@@ -214,22 +214,30 @@ def test_retention_must_cover_recall() -> None:
         Journal("/nonexistent-never-created", TABLE, retention_rounds=9)
 
 
-def test_replay_starts_at_the_current_shoe(tmp_path: Path, traffic: Traffic) -> None:
+def test_replay_starts_at_the_previous_shoe(tmp_path: Path, traffic: Traffic) -> None:
     with Journal(tmp_path, TABLE) as j:
-        assert list(j.replay_inputs()) == []
-        first_shoe = traffic.new_shoe() + traffic.baccarat_round()
-        feed(j, first_shoe)
-        assert [i for i in j.replay_inputs()] == [inp for inp, _ in first_shoe]
+        assert list(j.replay_inputs()) == [] and j.replay_shoe is None and j.current_shoe is None
+        first = [traffic.device_state(PAD, LinkState.ONLINE), *traffic.new_shoe(), *traffic.baccarat_round()]
+        feed(j, first)
+        assert list(j.replay_inputs()) == [inp for inp, _ in first]
+        assert (j.current_shoe, j.replay_shoe, j.pads_before_replay()) == (1, 1, [])
         second = traffic.new_shoe() + traffic.baccarat_round(alarm=True) + [traffic.command("ack_alarm",
                                                                                             alarm="2.1")]
-        second.append(traffic.device_state(SHOE, LinkState.STALE))
-        second += traffic.baccarat_round()[:3]  # the open round
         feed(j, second)
+        assert list(j.replay_inputs()) == [inp for inp, _ in first + second]  # from the journal's start
+        assert (j.current_shoe, j.replay_shoe, j.current_round()) == (2, 1, (2, 2))
+        third = [*traffic.new_shoe(), traffic.device_state(SHOE, LinkState.STALE)]
+        third += traffic.baccarat_round()[:3]  # the open round
+        feed(j, third)
         replay = list(j.replay_inputs())
-        assert replay == [inp for inp, _ in second]
+        assert replay == [inp for inp, _ in second + third]  # from the start of the previous shoe
         assert isinstance(replay[0].event, ShoeStatus) and replay[0].event.kind is ShoeStatusKind.NEW_SHOE
-    with Journal(tmp_path, TABLE) as j:  # the anchor survives a restart
-        assert list(j.replay_inputs()) == [inp for inp, _ in second]
+        assert (j.current_shoe, j.replay_shoe, j.current_round()) == (3, 2, (3, 1))
+        pads = j.pads_before_replay()  # the bet of shoe 1's round, still on the layout when shoe 2 began
+        assert [p.ts for p in pads] == [first[2][0].ts]
+    with Journal(tmp_path, TABLE) as j:  # all of it survives a restart
+        assert list(j.replay_inputs()) == replay and j.pads_before_replay() == pads
+        assert (j.current_shoe, j.replay_shoe, j.current_round()) == (3, 2, (3, 1))
 
 
 def test_last_device_seq(tmp_path: Path, traffic: Traffic) -> None:
@@ -271,12 +279,15 @@ def test_prune_keeps_undelivered_recall_and_replay(tmp_path: Path, traffic: Traf
         for _ in range(13):
             feed(j, traffic.baccarat_round())  # shoe 1 rounds 3-15
         feed(j, traffic.new_shoe())
-        for _ in range(5):
-            feed(j, traffic.baccarat_round())  # shoe 2 rounds 1-5
+        for _ in range(2):
+            feed(j, traffic.baccarat_round())  # shoe 2 rounds 1-2
+        feed(j, traffic.new_shoe())
+        for _ in range(3):
+            feed(j, traffic.baccarat_round())  # shoe 3 rounds 1-3
         for row in j.pending(limit=10_000):
             if row not in undelivered:
                 j.mark_delivered(row.row_id)
-        feed(j, traffic.baccarat_round()[:3])  # shoe 2 round 6, open
+        feed(j, traffic.baccarat_round()[:3])  # shoe 3 round 4, open
         replay_before = list(j.replay_inputs())
         assert j.prune() > 0
         assert j.pending(limit=10_000)[: len(undelivered)] == undelivered
@@ -284,9 +295,10 @@ def test_prune_keeps_undelivered_recall_and_replay(tmp_path: Path, traffic: Traf
         with open_for_recall(tmp_path) as reader:
             ids = [r.round_id for r in reader.rounds(last=100)]
             # rounds 1-2 and 1-3 (undelivered rows: round 2's end opened round 3 for betting), the last 10
-            # complete rounds (1-11 .. 2-5), the betting round left open when shoe 1 ended, the current 2-6
+            # complete rounds (1-11 .. 3-3) with the betting rounds left open when shoes 1 and 2 ended
+            # (2-3 also needed by the replay, which starts with shoe 2), and the current round 3-4
             assert ids == ["1-2", "1-3", "1-11", "1-12", "1-13", "1-14", "1-15", "1-16",
-                           "2-1", "2-2", "2-3", "2-4", "2-5", "2-6"]
+                           "2-1", "2-2", "2-3", "3-1", "3-2", "3-3", "3-4"]
             with pytest.raises(KeyError):
                 reader.round("1-1")
             kept = reader.round("1-2")
@@ -302,7 +314,7 @@ def test_prune_keeps_undelivered_recall_and_replay(tmp_path: Path, traffic: Traf
         assert j.pending(limit=10_000)[: len(undelivered)] == undelivered
 
 
-def test_prune_never_touches_the_current_shoe(tmp_path: Path, traffic: Traffic) -> None:
+def test_prune_never_touches_the_replay(tmp_path: Path, traffic: Traffic) -> None:
     with Journal(tmp_path, TABLE, retention_rounds=10) as j:
         feed(j, traffic.new_shoe())
         for _ in range(30):
@@ -319,6 +331,9 @@ def test_prune_drops_inputs_of_earlier_shoes(tmp_path: Path, traffic: Traffic) -
         for _ in range(15):
             feed(j, traffic.baccarat_round())
         feed(j, traffic.new_shoe())
+        for _ in range(3):
+            feed(j, traffic.baccarat_round())
+        feed(j, traffic.new_shoe())
         for _ in range(12):
             feed(j, traffic.baccarat_round())
         deliver_all(j)
@@ -329,7 +344,8 @@ def test_prune_drops_inputs_of_earlier_shoes(tmp_path: Path, traffic: Traffic) -
         side = sqlite3.connect(j.path)
         kept = [r[0] for r in side.execute("SELECT ts FROM inputs ORDER BY id")]
         side.close()
-        # 12 rounds of shoe 2 are >= 10: shoe 1 is gone but for the bet still on the layout; replay intact
+        # 12 rounds of shoe 3 are >= 10 and the replay starts with shoe 2: shoe 1 is gone but for the bet
+        # still on the layout
         assert kept == [p.ts for p in pads] + [i.ts for i in replay]
         assert list(j.replay_inputs()) == replay and j.pads_before_replay() == pads
 
@@ -339,13 +355,14 @@ def test_prune_by_days_keeps_recent_rounds(tmp_path: Path, traffic: Traffic) -> 
         feed(j, traffic.new_shoe())
         for _ in range(30):
             feed(j, traffic.baccarat_round())
-        feed(j, traffic.new_shoe())
-        feed(j, traffic.baccarat_round())
+        for _ in range(2):
+            feed(j, traffic.new_shoe())
+            feed(j, traffic.baccarat_round())
         deliver_all(j)
         assert j.prune(now=traffic.start + timedelta(days=29)) == 0  # all rounds are younger than 30 days
         assert j.prune(now=traffic.start + timedelta(days=31)) > 0
         with open_for_recall(tmp_path) as reader:
-            assert reader.rounds(last=100)[0].round_id == "1-22"  # the 10th latest complete round
+            assert reader.rounds(last=100)[0].round_id == "1-23"  # the 10th latest complete round
 
 
 def test_pending_reads_a_bounded_window_of_100k_undelivered_rows(tmp_path_factory: pytest.TempPathFactory

@@ -3,7 +3,8 @@
 Tables:
 
 * ``meta``: one row: schema version, table id, journal epoch, counters (last ``seq``, last input id),
-  the current round and shoe, and the replay anchor (the input that started the current shoe).
+  the current round and shoe, the input that started the current shoe, and the replay start (the
+  input that started the previous shoe) with its shoe number.
 * ``rounds``: one row per ``(shoe, round)`` seen in a message, in the order rounds began, with the
   first input / outbox row that belongs to it and a ``complete`` flag (set by the ``FloorRound`` message,
   the complete round record of issue 4).
@@ -14,9 +15,9 @@ Tables:
   the input that caused it and ``delivered_at`` (``NULL`` until the broker acknowledged it).
 * ``devices``: the latest device ``seq`` per device (so cards missed while the daemon was down show).
 * ``spots``: the input holding the latest ``SpotChanged`` of every bet-pad spot; ``anchor_spots``: the
-  same as it stood just before the current shoe's first input (the pads' state the replay starts from:
-  chips stay on the layout across a shoe change). :meth:`~daemon.journal.Journal.prune` keeps those
-  inputs.
+  same as it stood just before the current shoe's first input (``which = 1``) and just before the
+  replay start (``which = 0``): chips stay on the layout across shoe changes without a new event.
+  :meth:`~daemon.journal.Journal.prune` keeps those inputs.
 
 The CRC-32 of each row (its key fields and payload) is checked at every open and on every read, which
 catches damage inside row contents that SQLite's ``PRAGMA integrity_check`` (a structural check) does
@@ -43,7 +44,9 @@ CREATE TABLE meta (
     last_input INTEGER NOT NULL,
     current_round INTEGER,
     current_shoe ANY,
-    shoe_anchor INTEGER
+    shoe_anchor INTEGER,
+    replay_anchor INTEGER,
+    replay_shoe ANY
 );
 CREATE TABLE rounds (
     id INTEGER PRIMARY KEY,
@@ -93,10 +96,11 @@ CREATE TABLE spots (
     PRIMARY KEY (device, spot)
 ) WITHOUT ROWID;
 CREATE TABLE anchor_spots (
+    which INTEGER NOT NULL,
     device TEXT NOT NULL,
     spot TEXT NOT NULL,
     input_id INTEGER NOT NULL,
-    PRIMARY KEY (device, spot)
+    PRIMARY KEY (which, device, spot)
 ) WITHOUT ROWID;
 CREATE TABLE devices (
     device TEXT PRIMARY KEY,

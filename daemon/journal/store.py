@@ -104,6 +104,33 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+@dataclass(frozen=True, slots=True)
+class _Shoes:
+    """Shoe bookkeeping: the current shoe number and the input that started it (``None``: the journal's
+    first shoe), and where the replay starts (the input that started the previous shoe, ``None``: the
+    journal's first input) with the shoe number in play there."""
+
+    current: Any
+    anchor: int | None
+    replay_anchor: int | None
+    replay_shoe: Any
+
+    def after(self, input_id: int, shoes: Sequence[Any]) -> _Shoes:
+        """The bookkeeping after input ``input_id`` whose messages carry the shoe numbers ``shoes``: the
+        input whose messages first carry a new shoe number started that shoe (the machine's judgement)."""
+        out = self
+        for shoe in shoes:
+            if shoe is None or shoe == out.current:
+                continue
+            if out.current is None:  # the first shoe: replay from the journal's beginning
+                out = _Shoes(shoe, out.anchor, out.replay_anchor, shoe)
+            elif out.anchor is None:  # the second shoe: the replay still covers the first from the beginning
+                out = _Shoes(shoe, input_id, None, out.replay_shoe)
+            else:
+                out = _Shoes(shoe, input_id, out.anchor, out.current)
+        return out
+
+
 @dataclass(slots=True)
 class _Prepared:
     row_id: int
@@ -215,7 +242,8 @@ class Journal:
             raise JournalDamaged(f"journal {self.path} has schema version {version}; this tablesense reads "
                                  f"version {SCHEMA_VERSION}")
         row = conn.execute("SELECT schema_version, table_id, epoch, last_seq, last_input, current_round, "
-                           "shoe_anchor, current_shoe FROM meta WHERE id = 1").fetchone()
+                           "shoe_anchor, current_shoe, replay_anchor, replay_shoe FROM meta WHERE id = 1"
+                           ).fetchone()
         if row is None or row[0] != SCHEMA_VERSION:
             raise JournalDamaged(f"journal {self.path}: meta record missing or inconsistent")
         if row[1] != self._table:
@@ -223,8 +251,7 @@ class Journal:
         self._epoch = str(row[2])
         self._last_seq, self._last_input = int(row[3]), int(row[4])
         self._current_round: int | None = row[5]
-        self._shoe_anchor: int | None = row[6]
-        self._current_shoe: Any = row[7]
+        self._shoes = _Shoes(current=row[7], anchor=row[6], replay_anchor=row[8], replay_shoe=row[9])
         if existed:
             self._verify_rows(conn)
 
@@ -234,7 +261,7 @@ class Journal:
             for statement in DDL.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            conn.execute("INSERT INTO meta VALUES (1, ?, ?, ?, ?, 0, 0, NULL, NULL, NULL)",
+            conn.execute("INSERT INTO meta VALUES (1, ?, ?, ?, ?, 0, 0, NULL, NULL, NULL, NULL, NULL)",
                          (SCHEMA_VERSION, self._table, secrets.token_hex(4), _now()))
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("COMMIT")
@@ -319,12 +346,7 @@ class Journal:
                     round_key=message_round(message),
                     complete=schema in ROUND_COMPLETE_SCHEMAS))
             current = self._current_round
-            anchor, shoe = self._shoe_anchor, self._current_shoe
-            for p in prepared:  # the input whose messages first carry a new shoe number started that shoe
-                if p.shoe is not None and p.shoe != shoe:
-                    if shoe is not None:  # the first shoe ever: the replay starts at the journal's beginning
-                        anchor = input_id
-                    shoe = p.shoe
+            shoes = self._shoes.after(input_id, [p.shoe for p in prepared])
             try:
                 if conn.in_transaction:  # a previous failure left one open
                     conn.execute("ROLLBACK")
@@ -350,9 +372,12 @@ class Journal:
                 for p, ref in zip(prepared, refs, strict=True):
                     if p.complete and ref is not None:
                         conn.execute("UPDATE rounds SET complete = 1, ended_ts = ? WHERE id = ?", (ts, ref))
-                if anchor != self._shoe_anchor:  # the pads as they stood before the new shoe's first input
-                    conn.execute("DELETE FROM anchor_spots")
-                    conn.execute("INSERT INTO anchor_spots SELECT device, spot, input_id FROM spots")
+                if shoes.anchor != self._shoes.anchor:  # pads as they stood before the new shoe's first input
+                    conn.execute("DELETE FROM anchor_spots WHERE which = 0")
+                    if self._shoes.anchor is not None:
+                        conn.execute("UPDATE anchor_spots SET which = 0 WHERE which = 1")
+                    conn.execute("DELETE FROM anchor_spots WHERE which = 1")
+                    conn.execute("INSERT INTO anchor_spots SELECT 1, device, spot, input_id FROM spots")
                 if isinstance(inp.event, SpotChanged):
                     conn.execute("INSERT INTO spots VALUES (?, ?, ?) ON CONFLICT(device, spot) DO UPDATE SET "
                                  "input_id = excluded.input_id", (inp.event.device, inp.event.spot, input_id))
@@ -362,8 +387,10 @@ class Journal:
                                  (device, device_seq, input_id))
                 last_seq = self._last_seq + len(prepared)
                 conn.execute("UPDATE meta SET last_seq = ?, last_input = ?, current_round = ?, "
-                             "shoe_anchor = ?, current_shoe = ? WHERE id = 1",
-                             (last_seq, input_id, current, anchor, shoe))
+                             "shoe_anchor = ?, current_shoe = ?, replay_anchor = ?, replay_shoe = ? "
+                             "WHERE id = 1",
+                             (last_seq, input_id, current, shoes.anchor, shoes.current, shoes.replay_anchor,
+                              shoes.replay_shoe))
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
@@ -374,7 +401,7 @@ class Journal:
                     conn.execute("ROLLBACK")
                 raise
             self._last_seq, self._last_input = last_seq, input_id
-            self._current_round, self._shoe_anchor, self._current_shoe = current, anchor, shoe
+            self._current_round, self._shoes = current, shoes
         return [OutboxRow(row_id=p.row_id, seq=p.row_id, msg_id=p.msg_id, channel=p.channel, device=p.device,
                           payload=p.payload, retain=p.retain, qos=p.qos) for p in prepared]
 
@@ -459,23 +486,23 @@ class Journal:
     # ------------------------------------------------------------------ recovery
 
     def replay_inputs(self) -> Iterator[TimedInput]:
-        """The journaled inputs since the start of the current shoe, in arrival order, decoded back into
-        ``TimedInput(ts, event)`` with the real event types (``CardDrawn``..., ``DeviceState``,
-        ``Command``).
+        """The journaled inputs needed to rebuild the state machine after a crash, in arrival order,
+        decoded back into ``TimedInput(ts, event)`` with the real event types (``CardDrawn``...,
+        ``DeviceState``, ``Command``): every input since the start of the PREVIOUS shoe (since the
+        journal's first input while it holds fewer than three shoes).
 
-        The start of the shoe is the input whose messages first carried the current shoe number (the
-        state machine's own judgement: normally the shoe's ``NEW_SHOE`` event or a ``new_shoe``
-        command); for the journal's first shoe the replay starts at the journal's first input. Rebuild
-        with ``TableMachine(config, shoe=journal.current_shoe)``, seed its pads with
-        :meth:`pads_before_replay`, then feed these.
-        :meth:`prune` never deletes inputs from there on. Feeding them through a fresh state machine
-        rebuilds the shoe's inventory and the open round (design.md: the reducer makes recovery a
-        replay); :meth:`current_round` gives the shoe and round numbers to check it against. The emits of
-        the replay are already in the outbox and must not be appended again. Reads in chunks of 512
-        (bounded memory). Raises :class:`JournalDamaged` for a row failing its checksum or its decoding.
+        A shoe starts at the input whose messages first carried its number (the machine's own judgement:
+        normally the shoe's ``NEW_SHOE`` event or a ``new_shoe`` command). One shoe back, not just the
+        current shoe, because the machine carries state across a shoe change (cards set aside and spot
+        changes between rounds go into the next round's record, the shoe number advances only when the
+        old shoe had cards out): replaying from the current shoe's first input would rebuild a different
+        first round. Rebuild with ``TableMachine(config, shoe=journal.replay_shoe)``, seed its pads with
+        :meth:`pads_before_replay`, then feed these (emits discarded: they are already in the outbox).
+        :meth:`prune` never deletes inputs from the replay start on. Reads in chunks of 512 (bounded
+        memory). Raises :class:`JournalDamaged` for a row failing its checksum or its decoding.
         """
         with self._lock:
-            last = (self._shoe_anchor or 1) - 1
+            last = (self._shoes.replay_anchor or 1) - 1
         while True:
             with self._lock:
                 try:
@@ -494,17 +521,17 @@ class Journal:
 
     def pads_before_replay(self) -> list[TimedInput]:
         """The latest ``SpotChanged`` of every bet-pad spot as it stood just before the first input of
-        :meth:`replay_inputs` (in arrival order), for seeding a rebuilt machine's pads: chips left on the
-        layout across a shoe change are still there when the new shoe's first round locks its wagers,
-        but their events precede the replay. Empty when the replay starts at the journal's beginning.
+        :meth:`replay_inputs` (in arrival order), for seeding a rebuilt machine's pads: chips left on a
+        spot are locked round after round without a new event, so theirs may precede the replay.
+        Empty when the replay starts at the journal's beginning.
         Raises :class:`JournalDamaged` for a row failing its checksum."""
         with self._lock:
-            if self._shoe_anchor is None:
+            if self._shoes.replay_anchor is None:
                 return []
             try:
                 rows = self._db().execute(
                     "SELECT i.id, i.ts, i.kind, i.device, i.device_seq, i.payload, i.crc FROM anchor_spots a "
-                    "JOIN inputs i ON i.id = a.input_id ORDER BY i.id").fetchall()
+                    "JOIN inputs i ON i.id = a.input_id WHERE a.which = 0 ORDER BY i.id").fetchall()
             except sqlite3.Error as exc:
                 raise classify_sqlite_error(exc, "read") from None
         out: list[TimedInput] = []
@@ -530,7 +557,13 @@ class Journal:
     @property
     def current_shoe(self) -> Any:
         """The shoe number of the latest message that carried one (``None`` before the first)."""
-        return self._current_shoe
+        return self._shoes.current
+
+    @property
+    def replay_shoe(self) -> Any:
+        """The shoe number to build the machine with before :meth:`replay_inputs`: the shoe in play at
+        the replay's first input (``None`` before the first shoe: use the machine's default)."""
+        return self._shoes.replay_shoe
 
     def last_device_seq(self, device: str) -> int | None:
         """The device ``seq`` of the latest journaled event from ``device`` (``None`` if never heard), so
@@ -574,7 +607,7 @@ class Journal:
                 if cutoff is None:
                     return 0
                 cutoff_round, first_input, first_row = cutoff
-                anchor = self._shoe_anchor if self._shoe_anchor is not None else 1
+                anchor = self._shoes.replay_anchor if self._shoes.replay_anchor is not None else 1
                 conn.execute("BEGIN IMMEDIATE")
                 doomed = [r[0] for r in conn.execute(
                     "SELECT id FROM rounds r WHERE id < ? "
