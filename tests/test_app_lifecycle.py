@@ -148,7 +148,7 @@ async def test_sigkill_mid_round_then_restart_carries_on(broker: MosquittoBroker
 
 
 async def test_cards_missed_while_down_hold_the_round(broker: MosquittoBroker, tmp_path: Path) -> None:
-    config, sim, daemon, rec = await start_table(broker, tmp_path, "baccarat", seed=4)
+    _config, sim, daemon, rec = await start_table(broker, tmp_path, "baccarat", seed=4)
     try:
         await sim.play_round({"1P": 1000})
         rnd = await partial_round(sim, {"1P": 1000, "1PP": 500}, ["player", "banker"])
@@ -201,7 +201,7 @@ async def test_broker_restart_under_running_daemon(broker: MosquittoBroker, tmp_
     got = {m.topic.split("/", 2)[2]: m.body for m in fresh.messages if m.retain}
     assert got["status"]["state"] == "online" and got["round"]["round"] == 5
     assert got["devices/shoe"]["state"] == "online"  # republished by the relay after the reconnect
-    ids = [m.body["msg_id"] for m in rec.messages if "msg_id" in m.body and m.body["msg_id"]]
+    ids = [m.body["msg_id"] for m in rec.messages if m.body.get("msg_id")]
     seqs = sorted({m.body["seq"] for m in rec.messages if m.body.get("msg_id")})
     assert seqs == list(range(seqs[0], seqs[-1] + 1))  # no seq missing after de-duplication
     print(f"duplicates delivered across the broker restart: {len(ids) - len(set(ids))}")

@@ -343,7 +343,8 @@ async def test_v5_falls_back_to_311_against_amqtt() -> None:
     assert out.delivered == {1}
 
 
-async def test_rejected_row_stays_pending_in_the_real_journal(broker: MosquittoBroker, tmp_path: Path) -> None:
+async def test_rejected_row_stays_pending_in_the_real_journal(broker: MosquittoBroker,
+                                                              tmp_path: Path) -> None:
     from daemon.journal import Journal
     from daemon.messages import FloorRound, RoundResults
     from daemon.table.inputs import Channel, Emit, TimedInput
