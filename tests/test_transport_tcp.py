@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import structlog
 from link_support import expected_cards, running, running_link, wait_until
@@ -77,3 +79,32 @@ async def test_bad_socket_url_is_reported() -> None:
     with pytest.raises(OpenError) as info:
         await open_transport("socket://localhost")
     assert info.value.kind == "bad_url"
+
+
+async def test_half_open_connection_is_reopened_after_staying_stale() -> None:
+    """A device server that accepts but never sends (half-open link): STALE, then closed and reopened."""
+    accepted = 0
+    held: list[asyncio.StreamWriter] = []
+
+    async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        held.append(writer)  # keep the connection open and say nothing
+
+    server = await asyncio.start_server(mute, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with capture_logs() as logs:
+            url = f"socket://127.0.0.1:{port}"
+            async with running_link(url, stale_after=0.2, stale_reconnect=0.3) as rec:
+                await wait_until(lambda: accepted >= 2, "a second connection after the stale timeout")
+        states = [s.state for s in rec.states]
+        assert states[:3] == [LinkState.CONNECTING, LinkState.ONLINE, LinkState.STALE]
+        assert LinkState.DISCONNECTED in states[3:]
+        lost = [e for e in logs if e["event"] == "link.lost"]
+        assert lost and "stale" in lost[0]["cause"]
+        assert rec.link.connects >= 2
+    finally:
+        for w in held:
+            w.close()
+        server.close()
