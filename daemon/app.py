@@ -47,7 +47,7 @@ from daemon.messages import TableStatus, encode_message
 from daemon.mqtt import CommandRequest, MqttSettings, Relay, load_credentials, tls_context
 from daemon.table.inputs import Command, Emit, TimedInput
 from daemon.table.machine import TableMachine
-from drivers.events import DeviceEvent, DeviceState
+from drivers.events import DeviceEvent, DeviceState, SpotChanged
 from drivers.link import DeviceLink
 from drivers.protocols.tsref import SEQ_MODULUS
 
@@ -158,10 +158,18 @@ class App:
                  broker=f"{settings.host}:{settings.port}", pending=self.journal.pending_count())
 
     def _rebuilt_machine(self) -> TableMachine:
-        """A fresh machine fed every journaled input of the current shoe (emits discarded)."""
+        """A fresh machine rebuilt from the journal alone (emits discarded: already in the outbox).
+
+        The journal's recipe (:meth:`Journal.replay_inputs`): the machine at ``journal.replay_shoe``, its
+        bet pads seeded with :meth:`Journal.pads_before_replay`, then every input since the start of
+        the previous shoe.
+        """
         assert self.journal is not None
-        shoe = self.journal.current_shoe
+        shoe = self.journal.replay_shoe
         machine = TableMachine(self.config, shoe=shoe if isinstance(shoe, int) and shoe > 0 else 1)
+        for inp in self.journal.pads_before_replay():
+            if isinstance(inp.event, SpotChanged):
+                machine._pads.update(inp.event)  # the machine has no public seeding API yet
         replayed = 0
         for inp in self.journal.replay_inputs():
             if isinstance(inp.event, Command):
@@ -170,7 +178,7 @@ class App:
                 machine.handle(inp)
             replayed += 1
         if replayed:
-            log.info("journal_replayed", inputs=replayed)
+            log.info("journal_replayed", inputs=replayed, shoe=shoe)
         return machine
 
     async def run(self) -> int:
