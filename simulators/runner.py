@@ -249,8 +249,10 @@ class SimulatorRunner:
         async with self._lock:
             await self._send_locked(data)
 
-    async def _emit(self, make: Callable[[], bytes]) -> None:
-        """Make frames with the model and send them, both under the lock (sequence order on the wire)."""
+    async def emit(self, make: Callable[[], bytes]) -> None:
+        """Make frames with ``make()`` (a model method, e.g. ``shoe.draw``) and send them, both under the
+        runner's lock, so frames reach the wire in sequence order even while heartbeats and status
+        answers are being sent. Prefer this over building frames first and calling :meth:`send`."""
         async with self._lock:
             data = make()
             if data:
@@ -341,7 +343,7 @@ class SimulatorRunner:
             self.host_seen.set()
             if self._resend_due:
                 await self._resend()
-            await self._emit(functools.partial(self.device.answer, data))
+            await self.emit(functools.partial(self.device.answer, data))
 
     async def _watch_tcp(self, exposure: TcpExposure) -> None:
         while True:
@@ -363,7 +365,7 @@ class SimulatorRunner:
                 await asyncio.sleep(wait)
                 continue
             if self._plugged.is_set():
-                await self._emit(self.device.heartbeat)
+                await self.emit(self.device.heartbeat)
             else:
                 self._quiet_since = loop.time()
 
