@@ -248,6 +248,11 @@ class TableConfig(_Strict, frozen=True):
         return None
 
 
+_SECTIONS: dict[str, type[msgspec.Struct]] = {
+    "spots": SpotConfig, "wagers": WagerConfig, "devices": DeviceConfig}
+"""Config tables whose values are Structs keyed by name (errors inside them name the key)."""
+
+
 def load_config(path: str | Path) -> TableConfig:
     """Read and validate a table config file.
 
@@ -284,7 +289,7 @@ def parse_config(text: str) -> TableConfig:
     try:
         cfg = msgspec.convert(raw, TableConfig)
     except msgspec.ValidationError as exc:
-        raise ConfigError(_validation_message(str(exc))) from None
+        raise ConfigError(_locate(raw, str(exc))) from None
     _validate(cfg)
     return cfg
 
@@ -296,6 +301,25 @@ def _one_line(text: str) -> str:
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 _UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]*)`")
 _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]*)`")
+
+
+def _locate(raw: dict[str, Any], msg: str) -> str:
+    """Name the table key when msgspec's path says only ``spots[...]`` (a dict value)."""
+    m = re.search(r"at `\$\.(\w+)\[\.\.\.\]", msg)
+    section = raw.get(m.group(1)) if m else None
+    if m and isinstance(section, dict):
+        typ = _SECTIONS[m.group(1)]
+        for key, value in section.items():
+            try:
+                msgspec.convert(value, typ)
+            except msgspec.ValidationError as inner:
+                text = _validation_message(str(inner))
+                sub = text.split(": ", 1)
+                if text.startswith(("unknown key: ", "missing key: ")):
+                    return f"{sub[0]}: {m.group(1)}.{key}.{sub[1]}"
+                where = "" if sub[0] == "config" else f".{sub[0]}"
+                return f"{m.group(1)}.{key}{where}: {sub[1]}"
+    return _validation_message(msg)
 
 
 def _key_path(path: str) -> str:

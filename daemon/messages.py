@@ -248,6 +248,7 @@ class RoundState(Message, frozen=True, tag="tablesense.round"):
         cut_card: the cut card has come out of this shoe.
         last_round: this is the shoe's last round (rules.md §1.3).
         void: the round was voided (every unsettled wager returned).
+        revealed: the face-down cards have been revealed (UTH: the dealer's reveal button).
     """
 
     game: str
@@ -260,6 +261,7 @@ class RoundState(Message, frozen=True, tag="tablesense.round"):
     cut_card: bool = False
     last_round: bool = False
     void: bool = False
+    revealed: bool = False
 
 
 class RoundResults(Message, frozen=True, tag="tablesense.results"):

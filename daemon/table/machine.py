@@ -216,7 +216,7 @@ class TableMachine:
             hold_codes=tuple(sorted({c.value for c in self._holds.values()})),
             cards_remaining=self._shoe.remaining, penetration=self._shoe.penetration,
             cut_card=self._shoe.cut_card, last_round=self._shoe.last_round == self._round_no,
-            void=self._record.void)
+            void=self._record.void, revealed=self._game is not None and self._game.revealed)
 
     # ------------------------------------------------------------------------------------ alarms
 
@@ -321,6 +321,7 @@ class TableMachine:
         game = self._game
         self._phase = Phase.COMPLETE
         self._record.completed_ts = self._ts
+        self._shoe.rounds_completed += 1
         out = public_outcome(game) if not self._record.void else public_outcome(None)
         self._emit(Channel.RESULTS, RoundResults(
             table=self.config.table, ts=self._ts, shoe=self._shoe.number, round=self._round_no,
@@ -363,10 +364,10 @@ class TableMachine:
             return
         while self._queue and game.unresolved() is None:
             self._place(self._queue.pop(0), from_queue=True)
-        if game.unresolved() is not None:
-            return
         if game.initial_deal_done and self._phase is Phase.DEALING and not game.complete():
             self._phase = Phase.REVEAL if isinstance(game, UthRound) else Phase.PLAYING
+        if game.unresolved() is not None:
+            return
         if self._holds:
             return
         for wager, s in game.due():
@@ -591,7 +592,7 @@ class TableMachine:
         if self._phase in _IN_PLAY:
             self._void(f"{reason} mid-round")
         self._release_all()
-        fresh = self._shoe.dealt == 0
+        fresh = self._shoe.dealt == 0 and not self._shoe.rounds_completed
         self._start_shoe(self._shoe.number if fresh else self._shoe.number + 1)
 
     # ------------------------------------------------------------------------------------ commands

@@ -45,6 +45,8 @@ class ShoeTracker:
         self.cut_card = False
         self.last_round: int | None = None
         self.empty = False
+        self.rounds_completed = 0
+        """Rounds of this shoe completed (void ones included)."""
 
     @property
     def burning(self) -> bool:
