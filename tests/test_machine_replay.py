@@ -193,3 +193,14 @@ def test_random_event_sequences_never_raise_and_keep_the_invariants(events: list
     again, emits2 = replay(config, inputs)
     assert encode_all(emits2) == encode_all(emits)
     assert again.snapshot() == machine.snapshot()
+
+
+def test_seed_pads_restores_the_bet_pad_state_without_emitting() -> None:
+    cfg = baccarat_config()
+    d = Driver(cfg)
+    d.bet("1P", 1000)
+    d.bet("1PP", 500)
+    machine = TableMachine(cfg)
+    machine.seed_pads([i.event for i in d.inputs])
+    assert machine.snapshot()["pads"] == d.machine.snapshot()["pads"] == {"1P": (True, 1000), "1PP": (True, 500)}
+    assert list(machine.snapshot()["record"]["spot_changes"]) == []

@@ -157,6 +157,12 @@ class TableMachine:
                                                   reason=reply.reason))
         return reply, self._end()
 
+    def seed_pads(self, events: Sequence[SpotChanged]) -> None:
+        """Set the bet-pad state from spot changes seen before the replayed inputs (recovery): no alarm,
+        no record, no emit. Only the last state of each spot matters."""
+        for ev in events:
+            self._pads.update(ev)
+
     @property
     def public_state(self) -> RoundState:
         """The public round state (as last published on the ``round`` channel)."""
