@@ -202,5 +202,6 @@ def test_seed_pads_restores_the_bet_pad_state_without_emitting() -> None:
     d.bet("1PP", 500)
     machine = TableMachine(cfg)
     machine.seed_pads([i.event for i in d.inputs])
-    assert machine.snapshot()["pads"] == d.machine.snapshot()["pads"] == {"1P": (True, 1000), "1PP": (True, 500)}
+    expected = {"1P": (True, 1000), "1PP": (True, 500)}
+    assert machine.snapshot()["pads"] == d.machine.snapshot()["pads"] == expected
     assert list(machine.snapshot()["record"]["spot_changes"]) == []
