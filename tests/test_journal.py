@@ -166,6 +166,17 @@ def test_damaged_file_refuses_to_open(tmp_path: Path, traffic: Traffic) -> None:
         open_for_recall(tmp_path)
 
 
+def test_truncated_file_refuses_to_open(tmp_path: Path, traffic: Traffic) -> None:
+    j = Journal(tmp_path, TABLE)
+    for _ in range(20):
+        feed(j, traffic.baccarat_round())
+    j.close()
+    data = j.path.read_bytes()
+    j.path.write_bytes(data[: len(data) // 2])  # a lost tail, e.g. a filesystem without journalling
+    with pytest.raises(JournalDamaged):
+        Journal(tmp_path, TABLE)
+
+
 def test_changed_row_content_is_caught_by_its_checksum(tmp_path: Path, traffic: Traffic) -> None:
     j = Journal(tmp_path, TABLE)
     rows = feed(j, traffic.new_shoe() + traffic.baccarat_round(stake=2500))
