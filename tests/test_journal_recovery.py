@@ -26,9 +26,10 @@ def rebuild(cfg: TableConfig, journal: Journal, seed_pads: bool = True) -> Table
     """What the daemon does at start: a fresh machine at the journal's shoe, pads as they stood, replay."""
     shoe = journal.replay_shoe
     machine = TableMachine(cfg, shoe=shoe if isinstance(shoe, int) else 1)
-    for inp in journal.pads_before_replay() if seed_pads else ():
-        assert isinstance(inp.event, SpotChanged)
-        machine._pads.update(inp.event)  # no public seeding API on the machine yet (see docs/journal.md)
+    if seed_pads:
+        pads = [inp.event for inp in journal.pads_before_replay()]
+        assert all(isinstance(ev, SpotChanged) for ev in pads)
+        machine.seed_pads(pads)  # type: ignore[arg-type]
     for inp in journal.replay_inputs():
         step(machine, inp)
     return machine
