@@ -256,3 +256,22 @@ def test_unknown_protocol_is_refused_at_construction() -> None:
 
     with pytest.raises(UnknownProtocol, match="nope"):
         DeviceLink("shoe", "/dev/null", "nope", queue=asyncio.Queue())
+
+
+async def test_periodic_unplug_fault_with_acks_loses_and_doubles_nothing(tmp_path: object) -> None:
+    """The ``unplug`` fault replugs repeatedly; the host acknowledges, so the device resends exactly
+    what came after the last acknowledged frame."""
+    shoe = VirtualShoe(decks=8, seed=13)
+    exposure = PtyExposure(directory=str(tmp_path))
+    runner = SimulatorRunner(shoe, exposure, shoe_program(shoe, rounds=4, loop_shoes=False), pace=0.02,
+                             faults=["unplug"], unplug_every=0.25, unplug_for=0.1, start_on_host=True,
+                             heartbeat=None)
+    async with running(runner.run()):
+        await wait_until(lambda: exposure.plugged, "pty created")
+        async with running_link(exposure.address, auto_ack=True) as rec:
+            await wait_until(lambda: runner.finished.is_set(), "four rounds dealt")
+            await wait_until(lambda: len(rec.cards) >= len(expected_cards(shoe.history)), "every card")
+    assert [(c.seq, c.card) for c in rec.cards] == [(c.seq, c.card) for c in expected_cards(shoe.history)]
+    assert rec.link.connects >= 3  # it really was unplugged more than once
+    assert rec.link.stats.seq_gaps == 0
+    assert shoe.acked  # the acknowledgements reached the device
