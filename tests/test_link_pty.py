@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from typing import Any
 
 import pytest
 import structlog
@@ -275,3 +276,32 @@ async def test_periodic_unplug_fault_with_acks_loses_and_doubles_nothing(tmp_pat
     assert rec.link.connects >= 3  # it really was unplugged more than once
     assert rec.link.stats.seq_gaps == 0
     assert shoe.acked  # the acknowledgements reached the device
+
+
+def test_permission_denied_names_the_device_and_the_cause(tmp_path: Any) -> None:
+    """A user without access to the tty (not in its group) gets one clear line: permission denied."""
+    import os
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the probe as another user")
+    master, slave = os.openpty()
+    try:
+        path = os.ttyname(slave)
+        os.chmod(path, 0o600)  # owned by root, no access for others (like a tty outside dialout)
+        probe = ("import asyncio\nfrom drivers.transports import OpenError, open_transport\n"
+                 "async def main():\n"
+                 f"    try:\n        await open_transport({path!r})\n"
+                 "    except OpenError as exc:\n        print(exc.kind, '|', exc)\n"
+                 "asyncio.run(main())\n")
+        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                user=65534, group=65534, extra_groups=[])
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert result.returncode == 0, result.stderr
+    kind, _, text = result.stdout.strip().partition(" | ")
+    assert kind == "permission"
+    assert text.startswith(f"cannot open {path}: permission denied")
