@@ -265,3 +265,24 @@ def test_every_alarm_code_is_documented() -> None:
     for code in AlarmCode:
         assert f"`{code.value}`" in doc, f"{code.value} missing from docs/state-machine.md"
         assert ALARMS[code].severity.value in ("info", "warning", "critical")
+
+
+def test_void_command_is_kept_in_the_voided_rounds_record_with_its_operator() -> None:
+    d = Driver(baccarat_config())
+    _round(d)
+    d.card("9H")
+    assert d.command("void_round", operator="pit-boss-3", reason="misdeal").ok
+    (floor,) = d.floor()
+    (cmd,) = floor.commands
+    assert (cmd.name, cmd.operator, cmd.ok) == ("void_round", "pit-boss-3", True)
+    assert cmd.args == {"reason": "misdeal"}
+
+
+def test_what_happened_before_a_new_shoe_is_kept_in_the_next_round_record() -> None:
+    d = Driver(baccarat_config())
+    d.bet("1P", 1000)
+    assert d.command("new_shoe", operator="pit-boss-3").ok
+    d.cards("9H 3D KS KC")
+    (floor,) = d.floor()
+    assert [c.spot for c in floor.spot_changes] == ["1P"]
+    assert [c.name for c in floor.commands] == ["new_shoe"]

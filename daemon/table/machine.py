@@ -117,6 +117,8 @@ class TableMachine:
         self._last_state: RoundState | None = None
         self._state: RoundState | None = None
         self._hold_device: dict[str, str] = {}
+        self._cmd: Command | None = None
+        self._cmd_logged = False
         self._pending: RoundRecord | None = None
         self._alarm_n = 0
         self._shoe_no: int | None = None
@@ -150,12 +152,21 @@ class TableMachine:
         cmd = inp.event
         if not isinstance(cmd, Command):
             return CommandReply(False, "not a command"), self._end()
+        record = self._rec()
+        self._cmd = cmd
+        self._cmd_logged = False
         reply = self._command(cmd)
-        args = {str(k)[:MAX_ARG_CHARS]: str(v)[:MAX_ARG_CHARS] for k, v in list(cmd.args.items())[:_MAX_ARGS]}
-        self._rec().commands.append(CommandRecord(ts=self._ts, name=str(cmd.name)[:64], args=args,
-                                                  operator=str(cmd.operator)[:MAX_ARG_CHARS], ok=reply.ok,
-                                                  reason=reply.reason))
+        if cmd.name == "new_shoe":
+            record = self._rec()
+        if not self._cmd_logged:
+            record.commands.append(self._command_record(cmd, reply))
+        self._cmd = None
         return reply, self._end()
+
+    def _command_record(self, cmd: Command, reply: CommandReply) -> CommandRecord:
+        args = {str(k)[:MAX_ARG_CHARS]: str(v)[:MAX_ARG_CHARS] for k, v in list(cmd.args.items())[:_MAX_ARGS]}
+        return CommandRecord(ts=self._ts, name=str(cmd.name)[:64], args=args,
+                             operator=str(cmd.operator)[:MAX_ARG_CHARS], ok=reply.ok, reason=reply.reason)
 
     def seed_pads(self, events: Sequence[SpotChanged]) -> None:
         """Set the bet-pad state from spot changes seen before the replayed inputs (recovery): no alarm,
@@ -391,6 +402,9 @@ class TableMachine:
                 if w.spot not in self._settled:
                     self._settle(w, settle_as(w.for_rules(False), WagerOutcome.VOID, "void_round"))
         self._alarm(AlarmCode.ROUND_VOID, f"round {self._round_no} voided: {reason}")
+        if self._cmd is not None and self._cmd.name == "void_round":  # recorded in the voided round
+            self._record.commands.append(self._command_record(self._cmd, CommandReply(True)))
+            self._cmd_logged = True
         self._finish()
 
     # ------------------------------------------------------------------------------------ device events
@@ -598,6 +612,8 @@ class TableMachine:
         if self._phase in _IN_PLAY:
             self._void(f"{reason} mid-round")
         self._release_all()
+        if self._phase not in _BETWEEN:
+            self._pending = self._record  # an open round with nothing locked: its record carries over
         fresh = self._shoe.dealt == 0 and not self._shoe.rounds_completed
         self._start_shoe(self._shoe.number if fresh else self._shoe.number + 1)
 
