@@ -323,3 +323,72 @@ async def test_blackjack_pair_results_per_box(broker: MosquittoBroker, page: Pag
             await screenshot(page, tmp_path, "signage-blackjack.png")
     finally:
         await stop()
+
+
+def derived_count(winners: str, k: int) -> int:
+    """Marks a derived road with offset k must have: one per Big Road cell from column k+1 row 2, else
+    column k+2 row 1 (rules.md §5.2), computed here from the logical streaks independently of the page."""
+    cells: list[tuple[int, int]] = []
+    last, streak, depth = "", 0, 0
+    for w in winners:
+        if w == "T":
+            continue
+        if w == last:
+            depth += 1
+        else:
+            last, streak, depth = w, streak + 1, 1
+        cells.append((streak, depth))
+    for i, cell in enumerate(cells):
+        if cell in ((k + 1, 2), (k + 2, 1)):
+            return len(cells) - i
+    return 0
+
+
+async def test_demo_shoe_end_to_end_on_the_page(broker: MosquittoBroker, page: Page, tmp_path: Path) -> None:
+    """`tablesense demo`'s simulated shoe -> ptys -> the daemon -> Mosquitto -> signage -> Chromium."""
+    import io
+    import re
+
+    from daemon.commands.demo import run_demo
+    from daemon.rules.pairs import classify_pair
+    from daemon.signage.view import category_label
+
+    rounds = 10
+    url, stop = await open_signage(broker, "demo-baccarat", "tablesense")
+    try:
+        await page.goto(url)
+        await expect(page.get_by_test_id("feed-status")).to_have_text("feed live", timeout=WAIT_MS)
+        buf = io.StringIO()
+        await run_demo("baccarat", rounds, 1, broker=(broker.host, broker.port), out=buf)
+        out = buf.getvalue()
+        line = r"^\[demo-baccarat\] round \d+/\d+ P (.*?) =\d B (.*?) =\d -> (player|banker|tie)\b"
+        dealt = re.findall(line, out, re.M)
+        assert len(dealt) == rounds, out
+        winners = "".join(w[0].upper() for _, _, w in dealt)
+        bead_cells = page.locator('[data-testid="bead-plate"] [data-cell]')
+        await expect(bead_cells).to_have_count(rounds, timeout=WAIT_MS)
+        bead = await road(page, "bead-plate")
+        assert "".join((c["result"] or "?")[0].upper() for c in bead) == winners
+        assert all(c["paint"] == PAINT[c["colour"] or ""] for c in bead)
+        big = await road(page, "big-road")
+        assert len(big) == rounds - winners.count("T")
+        assert sum(int(c["ties"] or 0) for c in big) == winners.count("T") or not big
+        for testid, k in (("big-eye-boy", 1), ("small-road", 2), ("cockroach-pig", 3)):
+            assert len(await road(page, testid)) == derived_count(winners, k), testid
+        # the last round's pairs, graded from the cards the demo printed, each have a banner
+        player, banker, _ = dealt[-1]
+        expected = set()
+        for hand, cards in (("Player", player.split()), ("Banker", banker.split())):
+            kind = classify_pair(Card.parse(cards[0]), Card.parse(cards[1]))
+            if kind is not None:
+                expected.add(f"{hand} {category_label(kind.value)}")
+        banners = await page.get_by_test_id("pair-banner").all_inner_texts()
+        assert {b.split(" — ")[0] for b in banners} == expected
+        assert all(" to 1" in b for b in banners)
+        await expect(page.get_by_test_id("phase")).to_have_text("complete")
+        # the demo stopped its daemon cleanly: the retained status says offline
+        notice = page.get_by_test_id("offline-notice")
+        await expect(notice).to_have_text("Table offline", timeout=WAIT_MS)
+        await screenshot(page, tmp_path, "signage-demo-end.png")
+    finally:
+        await stop()
