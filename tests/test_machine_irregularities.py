@@ -286,3 +286,11 @@ def test_what_happened_before_a_new_shoe_is_kept_in_the_next_round_record() -> N
     (floor,) = d.floor()
     assert [c.spot for c in floor.spot_changes] == ["1P"]
     assert [c.name for c in floor.commands] == ["new_shoe"]
+
+
+def test_unknown_spots_are_reported_once_and_not_kept() -> None:
+    d = Driver(baccarat_config())
+    out = d.bet("9Z", 1000)
+    assert d.codes(out) == ["UNKNOWN_SPOT"]
+    assert d.codes(d.bet("9Z", 2000)) == []
+    assert d.machine.snapshot()["pads"] == {}

@@ -526,13 +526,13 @@ class TableMachine:
 
     def _on_spot(self, ev: SpotChanged) -> None:
         conf = self.config.spots.get(ev.spot)
-        before, after = self._pads.update(ev)
         if conf is None:
             if ev.spot[:64] not in self._unknown_spots and len(self._unknown_spots) < _MAX_ACKABLE:
                 self._unknown_spots[ev.spot[:64]] = True
                 self._alarm(AlarmCode.UNKNOWN_SPOT, f"spot {ev.spot[:64]!r} is not in the spot map",
                             device=ev.device)
             return
+        before, after = self._pads.update(ev)
         locked = self._phase in _IN_PLAY
         changed = locked and before.key != after.key
         self._rec().spot_changes.append(SpotChangeRecord(
@@ -657,7 +657,8 @@ class TableMachine:
         except InvalidCard as exc:
             return CommandReply(False, str(exc))
         if self._phase is Phase.BURN and self._shoe.exposed_unknown:
-            self._shoe.resolve_unknown(card)
+            if self._shoe.resolve_unknown(card) is not None:
+                return CommandReply(False, f"{card} cannot be in the shoe any more")
             self._shoe.enter_exposed(card)
             if not self._shoe.burning:
                 self._phase = Phase.BETTING
