@@ -1,0 +1,392 @@
+"""deploy/mosquitto/: the production broker config (TLS + password file + ACL) on a real Mosquitto.
+
+The broker runs ``deploy/mosquitto/tablesense-tls.conf`` as shipped, with only its two listener ports
+(loopback, free), the certificate/password/ACL file paths and the persistence directory replaced, and
+``deploy/mosquitto/acl`` verbatim. Certificates are made here with the ``openssl`` binary (a test CA, a
+broker certificate for 127.0.0.1/localhost, a client certificate, and a second, unrelated CA); the
+password file with ``mosquitto_passwd -b``. Every client verifies the broker's certificate.
+
+A refused publish is seen as a negative MQTT v5 PUBACK (0x87 Not authorized) through the daemon's own
+detection (``daemon.mqtt._AckClient`` / :class:`PublishRejected`). "Never reaches a subscriber" is shown
+without timing: the subscriber reads in order until a later sentinel message from the same publisher
+arrives (Mosquitto delivers one publisher's QoS 1 messages to a subscriber in order), and the refused
+message must not be among what came before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import os
+import re
+import shutil
+import ssl
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiomqtt
+import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from daemon.broker import free_port, mosquitto_binary
+from daemon.mqtt import PublishRejected, _AckClient
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "mosquitto"
+T1, T2 = "bac-01", "bj-07"
+USERS = {f"table-{T1}": "pw-table-1", f"table-{T2}": "pw-table-2", f"signage-{T1}": "pw-signage-1",
+         "floor": "pw-floor", "surveillance": "pw-surv"}
+GUARD_S = 15.0
+"""Hang guard for a whole exchange (never an assertion about speed)."""
+
+OPENSSL = shutil.which("openssl")
+MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd") or (
+    "/usr/bin/mosquitto_passwd" if os.access("/usr/bin/mosquitto_passwd", os.X_OK) else None)
+pytestmark = pytest.mark.skipif(
+    mosquitto_binary() is None or OPENSSL is None or MOSQUITTO_PASSWD is None,
+    reason="needs the mosquitto and mosquitto_passwd binaries (Debian package mosquitto) and openssl: "
+           "the password file must be made by mosquitto_passwd itself, never by hand")
+
+
+# ------------------------------------------------------------------------------------ certificates
+
+def _openssl(*args: str, cwd: Path) -> None:
+    assert OPENSSL is not None
+    subprocess.run([OPENSSL, *args], cwd=cwd, check=True, capture_output=True, timeout=30)
+
+
+def _make_ca(d: Path, name: str) -> None:
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "2", "-subj", f"/CN={name}",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
+
+
+def _make_cert(d: Path, ca: str, name: str, cn: str, ext: str) -> None:
+    (d / f"{name}.ext").write_text(ext)
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+             f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=d)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+             "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
+
+
+# ------------------------------------------------------------------------------------ the broker
+
+@dataclass
+class Broker:
+    port: int
+    cert_port: int
+    dir: Path
+    log: Path
+
+    @property
+    def ca(self) -> str:
+        return str(self.dir / "ca.pem")
+
+
+def shipped_config(d: Path, port: int, cert_port: int) -> str:
+    """deploy/mosquitto/tablesense-tls.conf with only ports, file paths and persistence replaced."""
+    text = (DEPLOY / "tablesense-tls.conf").read_text()
+    replacements = {
+        r"^listener 8883$": f"listener {port} 127.0.0.1",
+        r"^listener 8884$": f"listener {cert_port} 127.0.0.1",
+        r"^password_file .*$": f"password_file {d / 'passwd'}",
+        r"^acl_file .*$": f"acl_file {DEPLOY / 'acl'}",
+        r"^cafile .*$": f"cafile {d / 'ca.pem'}",
+        r"^certfile .*$": f"certfile {d / 'broker.pem'}",
+        r"^keyfile .*$": f"keyfile {d / 'broker.key'}",
+        r"^persistence_location .*$": f"persistence_location {d}/",
+    }
+    for pattern, new in replacements.items():
+        text, n = re.subn(pattern, new, text, flags=re.MULTILINE)
+        assert n >= 1, f"the shipped config lost its {pattern!r} line"
+    # the security settings under test are the shipped ones, untouched
+    for line in ("per_listener_settings false", "allow_anonymous false", "require_certificate true",
+                 "use_identity_as_username true"):
+        assert re.search(rf"^{line}$", text, flags=re.MULTILINE), line
+    # as root mosquitto would switch to user "mosquitto", which cannot read the temp directory
+    return text + f"\nuser {getpass.getuser()}\nlog_dest file {d / 'mosquitto.log'}\nlog_type all\n"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    d = tmp_path_factory.mktemp("tls-broker")
+    _make_ca(d, "ca")
+    _make_ca(d, "rogue-ca")
+    _make_cert(d, "ca", "broker", "localhost",
+               "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    _make_cert(d, "ca", "client-t1", f"table-{T1}", "extendedKeyUsage=clientAuth\n")
+    _make_cert(d, "rogue-ca", "client-rogue", f"table-{T1}", "extendedKeyUsage=clientAuth\n")
+    passwd = d / "passwd"
+    assert MOSQUITTO_PASSWD is not None
+    for i, (user, pw) in enumerate(USERS.items()):
+        args = [MOSQUITTO_PASSWD, *(["-c"] if i == 0 else []), "-b", str(passwd), user, pw]
+        subprocess.run(args, check=True, capture_output=True, timeout=30)
+    port, cert_port = free_port(), free_port()
+    conf = d / "mosquitto.conf"
+    conf.write_text(shipped_config(d, port, cert_port))
+    binary = mosquitto_binary()
+    assert binary is not None
+    proc = subprocess.Popen([binary, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    b = Broker(port, cert_port, d, d / "mosquitto.log")
+    try:
+        _wait_listening(proc, b)
+        yield b
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_listening(proc: subprocess.Popen[bytes], b: Broker) -> None:
+    import socket
+    import time
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            log = b.log.read_text() if b.log.exists() else ""
+            pytest.fail(f"mosquitto exited with {proc.returncode}: {err[-800:]} {log[-800:]}")
+        ok = 0
+        for p in (b.port, b.cert_port):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", p), timeout=0.2):
+                ok += 1
+        if ok == 2:
+            return
+        time.sleep(0.05)
+    pytest.fail("mosquitto did not listen within 10 s")
+
+
+def client(b: Broker, user: str | None = None, password: str | None = None, *, ca: str | None = None,
+           cert: str | None = None, port: int | None = None, tls12: bool = False) -> _AckClient:
+    """A verifying TLS client (MQTT v5) of the test broker; ``user`` defaults to its password entry.
+
+    ``tls12``: at most TLS 1.2, where a refused client certificate fails the handshake itself (with TLS
+    1.3 the refusal comes after the client's handshake is done and paho only notices at its timeout).
+    """
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca or b.ca)
+    if tls12:
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    if cert:
+        ctx.load_cert_chain(str(b.dir / f"{cert}.pem"), str(b.dir / f"{cert}.key"))
+    if user is not None and password is None:
+        password = USERS[user]
+    return _AckClient(hostname="127.0.0.1", port=port or b.port, username=user, password=password,
+                      tls_context=ctx, protocol=aiomqtt.ProtocolVersion.V5,
+                      identifier=f"acl-test-{uuid.uuid4().hex[:10]}", timeout=5)
+
+
+@contextlib.asynccontextmanager
+async def connected(c: _AckClient) -> AsyncIterator[_AckClient]:
+    async with c:
+        yield c
+
+
+async def pub(c: _AckClient, topic: str, payload: bytes, props: Properties | None = None) -> None:
+    await c.publish_acked(topic, payload, 1, False, props, timeout=5)
+
+
+async def read_until(c: _AckClient, done: Callable[[aiomqtt.Message], bool]) -> list[aiomqtt.Message]:
+    """Every message up to and including the first for which ``done`` is true."""
+    got: list[aiomqtt.Message] = []
+    async with asyncio.timeout(GUARD_S):
+        async for m in c.messages:
+            got.append(m)
+            if done(m):
+                return got
+    raise AssertionError("the message stream ended")
+
+
+def topics(msgs: list[aiomqtt.Message]) -> list[str]:
+    return [str(m.topic) for m in msgs]
+
+
+def is_payload(p: bytes) -> Callable[[aiomqtt.Message], bool]:
+    return lambda m: m.payload == p
+
+
+def sub_codes(result: object) -> list[int]:
+    return [getattr(r, "value", r) for r in (result if isinstance(result, list | tuple) else [result])]
+
+
+# ------------------------------------------------------------------------------------ who may connect
+
+async def test_anonymous_client_is_refused(broker: Broker) -> None:
+    with pytest.raises(aiomqtt.MqttCodeError) as exc:
+        async with client(broker):
+            pass
+    assert exc.value.rc in (0x86, 0x87), exc.value  # Bad user name or password / Not authorized
+
+
+async def test_wrong_password_is_refused(broker: Broker) -> None:
+    with pytest.raises(aiomqtt.MqttCodeError) as exc:
+        async with client(broker, "floor", "not-the-password"):
+            pass
+    assert exc.value.rc in (0x86, 0x87), exc.value
+
+
+async def test_client_with_another_ca_fails_server_verification(broker: Broker) -> None:
+    """The broker's certificate does not chain to the CA the client trusts: the handshake fails."""
+    with pytest.raises(aiomqtt.MqttError) as exc:
+        async with client(broker, "floor", ca=str(broker.dir / "rogue-ca.pem")):
+            pass
+    assert "CERTIFICATE_VERIFY_FAILED" in str(exc.value) or isinstance(
+        exc.value.__cause__ or exc.value.__context__, ssl.SSLCertVerificationError), repr(exc.value)
+
+
+# ------------------------------------------------------------------------------------ signage
+
+async def test_signage_reads_public_topics_only(broker: Broker) -> None:
+    base = f"tablesense/{T1}"
+    token = uuid.uuid4().hex.encode()
+    async with connected(client(broker, f"signage-{T1}")) as signage, \
+            connected(client(broker, f"table-{T1}")) as table:
+        # subscriptions to topics signage may not read (and a catch-all) are accepted or refused by the
+        # broker, but must never deliver anything from them
+        await signage.subscribe(f"{base}/round", qos=1)
+        await signage.subscribe(f"{base}/results", qos=1)
+        await signage.subscribe(f"{base}/devices/+", qos=1)
+        refused = sub_codes(await signage.subscribe(f"{base}/floor/rounds", qos=1))
+        sub_codes(await signage.subscribe(f"{base}/alarms", qos=1))
+        sub_codes(await signage.subscribe("tablesense/#", qos=1))
+        await pub(table, f"{base}/round", b'{"phase": "dealing", "' + token + b'": 1}')
+        await pub(table, f"{base}/floor/rounds", b"full record " + token)
+        await pub(table, f"{base}/alarms", b"alarm " + token)
+        await pub(table, f"{base}/cmd/void_round", b"not a table's business " + token)
+        await pub(table, f"{base}/devices/shoe", b"device " + token)
+        await pub(table, f"{base}/results", b"results " + token)
+        got = await read_until(signage, is_payload(b"results " + token))
+    seen = topics(got)
+    assert f"{base}/round" in seen and f"{base}/devices/shoe" in seen and f"{base}/results" in seen
+    assert not any("/floor/" in t or t.endswith("/alarms") or "/cmd/" in t for t in seen), seen
+    # Mosquitto 2.0 accepts a SUBSCRIBE it will never deliver to (the read ACL is applied per message);
+    # a broker that refuses it answers 0x87. Either way nothing was delivered (checked above).
+    assert refused[0] in (0, 1, 0x87), refused
+
+
+async def test_signage_cannot_publish_anything(broker: Broker) -> None:
+    base = f"tablesense/{T1}"
+    token = uuid.uuid4().hex.encode()
+    async with connected(client(broker, f"signage-{T1}")) as signage, \
+            connected(client(broker, f"table-{T1}")) as table, \
+            connected(client(broker, "floor")) as floor:
+        await table.subscribe(f"{base}/cmd/#", qos=1)
+        await floor.subscribe("tablesense/#", qos=1)
+        for topic in (f"{base}/cmd/void_round", f"{base}/round", f"{base}/results",
+                      f"tablesense/signage-{T1}/round", f"{base}/reply/x"):
+            with pytest.raises(PublishRejected) as exc:
+                await pub(signage, topic, b"forged " + token)
+            assert exc.value.reason.value == 0x87, exc.value
+        # the floor's real command reaches the table; the forged one never did
+        await pub(floor, f"{base}/cmd/ack_alarm", b"real " + token)
+        got = await read_until(table, is_payload(b"real " + token))
+        assert [m.payload for m in got] == [b"real " + token]
+        seen = await read_until(floor, is_payload(b"real " + token))
+        assert not any(m.payload == b"forged " + token for m in seen)
+
+
+# ------------------------------------------------------------------------------------ tables
+
+async def test_one_table_cannot_publish_as_another(broker: Broker) -> None:
+    token = uuid.uuid4().hex.encode()
+    async with connected(client(broker, f"table-{T2}")) as other, \
+            connected(client(broker, "floor")) as floor:
+        await floor.subscribe("tablesense/#", qos=1)
+        for suffix in ("results", "settlements", "status", "floor/rounds", "cmd/void_round"):
+            with pytest.raises(PublishRejected) as exc:
+                await pub(other, f"tablesense/{T1}/{suffix}", b"impostor " + token)
+            assert exc.value.reason.value == 0x87, exc.value
+        await pub(other, f"tablesense/{T2}/results", b"own " + token)
+        got = await read_until(floor, is_payload(b"own " + token))
+    assert [(str(m.topic), m.payload) for m in got] == [(f"tablesense/{T2}/results", b"own " + token)]
+
+
+async def test_table_reads_only_its_own_commands(broker: Broker) -> None:
+    token = uuid.uuid4().hex.encode()
+    async with connected(client(broker, f"table-{T2}")) as other, \
+            connected(client(broker, "floor")) as floor:
+        await other.subscribe("tablesense/+/cmd/#", qos=1)
+        await other.subscribe(f"tablesense/{T1}/results", qos=1)
+        await pub(floor, f"tablesense/{T1}/cmd/void_round", b"for t1 " + token)
+        await pub(floor, f"tablesense/{T2}/cmd/void_round", b"for t2 " + token)
+        got = await read_until(other, is_payload(b"for t2 " + token))
+    assert [m.payload for m in got] == [b"for t2 " + token]
+
+
+# ------------------------------------------------------------------------------------ floor & commands
+
+async def test_floor_reads_everything_and_commands_round_trip(broker: Broker) -> None:
+    """The floor system reads floor/rounds and alarms, sends a command with a v5 response topic and
+    correlation data; the table answers under its own tree (reply/), which the floor reads."""
+    base = f"tablesense/{T1}"
+    token = uuid.uuid4().hex.encode()
+    async with connected(client(broker, "floor")) as floor, \
+            connected(client(broker, f"table-{T1}")) as table:
+        await floor.subscribe(f"{base}/#", qos=1)
+        await table.subscribe(f"{base}/cmd/#", qos=1)
+        await pub(table, f"{base}/floor/rounds", b"record " + token)
+        await pub(table, f"{base}/alarms", b"alarm " + token)
+        got = await read_until(floor, is_payload(b"alarm " + token))
+        assert topics(got)[-2:] == [f"{base}/floor/rounds", f"{base}/alarms"]
+
+        props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        props.ResponseTopic = f"{base}/reply/floor"
+        props.CorrelationData = token
+        await pub(floor, f"{base}/cmd/void_round", b'{"operator": "supervisor 17"}', props)
+        [cmd] = await read_until(table, lambda m: True)
+        assert str(cmd.topic) == f"{base}/cmd/void_round"
+        assert cmd.properties is not None
+        reply_props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        reply_props.CorrelationData = cmd.properties.CorrelationData
+        await pub(table, cmd.properties.ResponseTopic, b'{"ok": true, "reason": ""}', reply_props)
+        got = await read_until(floor, lambda m: str(m.topic) == f"{base}/reply/floor")
+        assert got[-1].properties is not None and got[-1].properties.CorrelationData == token
+
+
+async def test_surveillance_reads_alarms_but_sends_no_command(broker: Broker) -> None:
+    base = f"tablesense/{T1}"
+    token = uuid.uuid4().hex.encode()
+    async with connected(client(broker, "surveillance")) as surv, \
+            connected(client(broker, f"table-{T1}")) as table:
+        await surv.subscribe(f"{base}/alarms", qos=1)
+        await pub(table, f"{base}/alarms", b"alarm " + token)
+        got = await read_until(surv, is_payload(b"alarm " + token))
+        assert topics(got) == [f"{base}/alarms"]
+        with pytest.raises(PublishRejected):
+            await pub(surv, f"{base}/cmd/void_round", b"{}")
+
+
+# ------------------------------------------------------------------------------------ client certificates
+
+async def test_client_certificate_identity_is_the_user_name(broker: Broker) -> None:
+    """Listener 2 requires a client certificate and takes its CN as the user name: CN=table-bac-01 may
+    write its own table and nothing else, without a password."""
+    token = uuid.uuid4().hex.encode()
+    async with connected(client(broker, cert="client-t1", port=broker.cert_port)) as table, \
+            connected(client(broker, "floor")) as floor:
+        await floor.subscribe("tablesense/#", qos=1)
+        with pytest.raises(PublishRejected):
+            await pub(table, f"tablesense/{T2}/results", b"impostor " + token)
+        await pub(table, f"tablesense/{T1}/results", b"cert " + token)
+        got = await read_until(floor, is_payload(b"cert " + token))
+    assert topics(got) == [f"tablesense/{T1}/results"]
+
+
+async def test_certificate_listener_refuses_without_a_valid_client_certificate(broker: Broker) -> None:
+    """No client certificate (a password is not enough there), or one from another CA: refused."""
+    with pytest.raises(aiomqtt.MqttError):
+        async with client(broker, "floor", port=broker.cert_port, tls12=True):
+            pass
+    with pytest.raises(aiomqtt.MqttError):
+        async with client(broker, cert="client-rogue", port=broker.cert_port, tls12=True):
+            pass
+    log = broker.log.read_text()
+    assert "peer did not return a certificate" in log
+    assert "certificate verify failed" in log
