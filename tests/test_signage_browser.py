@@ -263,7 +263,9 @@ async def test_baccarat_shoe_roads_pair_banner_and_offline_notices(
         broker.start()
         async with aiomqtt.Client(broker.host, broker.port) as client:
             pub = TablePublisher(client, prefix, table)
+            # the fresh broker kept nothing: the daemon republishes its retained state on reconnect
             await pub.send("status", TableStatus(table=table, ts=TS, state="online"), retain=True)
+            await pub.send("scoreboard", board.message(table, ts=TS), retain=True)
             await expect(notice).to_be_hidden(timeout=WAIT_MS)
             await expect(page.get_by_test_id("feed-status")).to_have_text("feed live")
     finally:
@@ -271,6 +273,17 @@ async def test_baccarat_shoe_roads_pair_banner_and_offline_notices(
     # the signage server itself stops: the page's event stream fails and it says so
     await expect(page.get_by_test_id("offline-notice")).to_have_text("Feed offline — reconnecting…",
                                                                       timeout=WAIT_MS)
+    # a new server on the same address: the open page reconnects by itself, and the new server (which saw
+    # none of the rounds) is complete at once from the retained scoreboard
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    url2, stop2 = await start_signage(broker.host, broker.port, table, prefix, f"127.0.0.1:{port}")
+    try:
+        assert url2 == url
+        await expect(page.get_by_test_id("offline-notice")).to_be_hidden(timeout=WAIT_MS)
+        await expect(page.locator('[data-testid="bead-plate"] [data-cell]')).to_have_count(25)
+        assert len(await road(page, "big-eye-boy")) == 21
+    finally:
+        await stop2()
 
 
 async def test_blackjack_pair_results_per_box(broker: MosquittoBroker, page: Page, tmp_path: Path) -> None:
