@@ -7,9 +7,10 @@ One asyncio loop, independent tasks, data flowing one way:
 * the input task takes each item, stamps it with the arrival time (ISO 8601 UTC), runs it through
   :class:`~daemon.table.TableMachine` and appends the input and every emitted message to the journal in
   ONE transaction *before* anything is published (issue 5), then acknowledges the frame to the device;
-* commands from the broker (``cmd/{name}``) are machine inputs too, handled the same way on the same loop
-  (machine and journal calls never await, so an input is processed whole before the next one) and
-  answered with the machine's :class:`~daemon.table.CommandReply`;
+  the append (with its fsync) runs in a worker thread so the relay keeps publishing meanwhile;
+* commands from the broker (``cmd/{name}``) are machine inputs too, handled the same way and answered
+  with the machine's :class:`~daemon.table.CommandReply`; one lock around "machine, then journal" keeps
+  device events and commands in the same order in both;
 * the :class:`~daemon.mqtt.Relay` task publishes the outbox in order and never blocks the inputs:
   startup waits on neither the broker nor any device.
 
@@ -122,6 +123,7 @@ class App:
         self.links: dict[str, DeviceLink] = {}
         self._stop = asyncio.Event()
         self._resend_filter: dict[str, int] = {}
+        self._commit_lock = asyncio.Lock()
         self._status_detail = ""
         self._tasks: list[asyncio.Task[None]] = []
         self.ready = asyncio.Event()
@@ -205,8 +207,9 @@ class App:
         finally:
             sdnotify.notify("STOPPING=1")
             log.info("daemon_stopping")
-            input_task.cancel()  # first: the links' final "stopped" states are not a device loss
-            await asyncio.gather(input_task, return_exceptions=True)
+            async with self._commit_lock:  # the input being journaled finishes its transaction first
+                input_task.cancel()  # and before the links: their final "stopped" is not a device loss
+                await asyncio.gather(input_task, return_exceptions=True)
             for t in link_tasks:
                 t.cancel()
             await asyncio.gather(*link_tasks, return_exceptions=True)
@@ -229,7 +232,7 @@ class App:
         while True:
             item = await self.queue.get()
             try:
-                ok = self._process_device(item)
+                ok = await self._process_device(item)
             except Exception:  # a machine bug must not stop the table: log it, keep reading
                 log.exception("input_failed", input=repr(item))
                 continue
@@ -239,7 +242,7 @@ class App:
                 if link is not None:
                     await link.ack(seq)
 
-    def _process_device(self, item: DeviceEvent | DeviceState) -> bool:
+    async def _process_device(self, item: DeviceEvent | DeviceState) -> bool:
         """Apply one device item; ``False`` when it was dropped or could not be journaled."""
         if not isinstance(item, DeviceState):
             last = self._resend_filter.get(item.device)
@@ -249,26 +252,31 @@ class App:
                     log.info("device_resend_dropped", device=item.device, seq=item.seq, last=last)
                     return True  # already journaled: acknowledge it again
                 del self._resend_filter[item.device]
-        inp = TimedInput(ts=now_iso(), event=item)
-        assert self.machine is not None
-        emits = self.machine.handle(inp)
-        return self._journal(inp, emits)
+        async with self._commit_lock:
+            inp = TimedInput(ts=now_iso(), event=item)
+            assert self.machine is not None
+            emits = self.machine.handle(inp)
+            return await self._journal(inp, emits)
 
     async def _on_command(self, request: CommandRequest) -> tuple[bool, str]:
         args = {str(k): v if isinstance(v, str) else msgspec.json.encode(v).decode()
                 for k, v in request.args.items()}
-        inp = TimedInput(ts=now_iso(), event=Command(request.name, args, request.operator))
-        assert self.machine is not None
-        reply, emits = self.machine.handle_command(inp)
-        if not self._journal(inp, emits):
-            return False, "journal unwritable: command not applied"
+        async with self._commit_lock:
+            inp = TimedInput(ts=now_iso(), event=Command(request.name, args, request.operator))
+            assert self.machine is not None
+            reply, emits = self.machine.handle_command(inp)
+            if not await self._journal(inp, emits):
+                return False, "journal unwritable: command not applied"
         return reply.ok, reply.reason
 
-    def _journal(self, inp: TimedInput, emits: Iterable[Emit]) -> bool:
+    async def _journal(self, inp: TimedInput, emits: Iterable[Emit]) -> bool:
+        """Append ``inp`` and its messages in one transaction, in a worker thread so the loop (and the
+        relay publishing earlier rows) is not blocked by the fsync; callers hold ``_commit_lock``, so
+        inputs reach the machine and the journal in the same order."""
         assert self.journal is not None and self.relay is not None
         emits = list(emits)
         try:
-            self.journal.append(inp, emits)
+            await asyncio.to_thread(self.journal.append, inp, emits)
         except (JournalUnwritable, JournalDamaged) as exc:
             self.journal_failures += 1
             log.critical("journal_append_failed", error=str(exc), input=type(inp.event).__name__)

@@ -87,6 +87,7 @@ class MosquittoBroker:
             "max_queued_messages 100000",
             "max_inflight_messages 100",
             "persistent_client_expiration 1d",
+            "set_tcp_nodelay true",
         ]
         if persistence:
             (self.directory / "data").mkdir(exist_ok=True)

@@ -1,10 +1,11 @@
 """MQTT publishing for one table: connection settings, the topic map, and the outbox relay.
 
 The relay is the only publisher of journaled messages. It reads the journal's outbox in row order and
-publishes each row at its QoS with one message in flight, and marks a row delivered only after the broker
-acknowledged it (PUBACK). Data flows one way (design.md "The flow"): the machine's emits are journaled
-before anything is published, so a broker outage or a restart never loses a message; after a reconnect
-the relay starts again from the first undelivered row, with the same ``msg_id`` (issue 5).
+publishes each row at its QoS over one connection (a small window in flight, in order), and marks a row
+delivered only after the broker acknowledged it (PUBACK). Data flows one way (design.md "The flow"): the
+machine's emits are journaled before anything is published, so a broker outage or a restart never loses
+a message; after a reconnect the relay starts again from the first undelivered row, with the same
+``msg_id`` (issue 5).
 
 aiomqtt 2.5.1 specifics handled here (ecosystem.md §1, §11):
 
@@ -33,10 +34,12 @@ import json
 import math
 import os
 import random
+import socket
 import ssl
 import stat
 import time
 import tomllib
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +88,10 @@ CHANNEL_TOPICS: dict[str, str] = {
 
 MAX_COMMAND_BYTES = 4096
 """Largest accepted command payload (issue 6: inputs are bounded)."""
+
+NODELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
+"""Socket options for every MQTT connection: no Nagle delay (paho and aiomqtt leave it on, which adds up
+to ~40 ms to small publishes waiting behind an unacknowledged segment)."""
 
 _CONNACK_TIMEOUT = 3.0
 """Seconds to wait for CONNACK before the connection attempt counts as failed."""
@@ -330,6 +337,7 @@ class _AckClient(aiomqtt.Client):
         super().__init__(*args, **kwargs)
         self._ack_reasons: dict[int, ReasonCode] = {}
         self._client.connect_timeout = 3.0
+        self.pending_calls_threshold = 1000  # the relay's window is deliberate, not a backlog
 
     def _on_publish(self, client: paho.Client, userdata: Any, mid: int, reason_code: ReasonCode,
                     properties: Properties) -> None:
@@ -383,7 +391,7 @@ class Relay:
     def __init__(self, settings: MqttSettings, journal: OutboxJournal,
                  status_payload: Callable[[str], bytes], on_command: CommandHandler | None = None,
                  tls: ssl.SSLContext | None = None, batch: int = 256, retry_rejected_after: float = 30.0,
-                 ) -> None:
+                 window: int = 32) -> None:
         self.settings = settings
         self.topics = Topics(settings.prefix, settings.table)
         self._journal = journal
@@ -391,6 +399,7 @@ class Relay:
         self._on_command = on_command
         self._tls = tls
         self._batch = batch
+        self._window = max(1, window)
         self._retry_rejected_after = retry_rejected_after
         self._wakeup = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -493,7 +502,7 @@ class Relay:
         return _AckClient(
             s.host, s.port, identifier=s.client_id, username=s.username, password=s.password,
             will=will, keepalive=s.keepalive, timeout=s.publish_timeout, tls_context=self._tls,
-            max_inflight_messages=1, **kwargs)
+            max_inflight_messages=self._window, socket_options=NODELAY, **kwargs)
 
     async def _publish(self, client: _AckClient, topic: str, payload: bytes, qos: int, retain: bool,
                        timeout: float | None = None) -> None:
@@ -503,7 +512,7 @@ class Relay:
     async def _session(self, client: _AckClient, v5: bool) -> None:
         await client.subscribe(self.topics.cmd_filter, qos=1)
         await self._publish(client, self.topics.status, self._status_payload("online"), 1, True)
-        for row in self._journal.retained_latest():
+        for row in await asyncio.to_thread(self._journal.retained_latest):
             await self._publish_row(client, row, mark=False)
         listener = asyncio.create_task(self._listen(client, v5), name="mqtt-commands")
         drain = asyncio.create_task(self._drain(client), name="mqtt-outbox")
@@ -533,31 +542,57 @@ class Relay:
                       reason=str(exc.reason), code=exc.reason.value)
             return False
         if mark:
-            self._journal.mark_delivered(row.row_id)
+            await asyncio.to_thread(self._journal.mark_delivered, row.row_id)
             self.delivered += 1
         return True
 
     async def _drain(self, client: _AckClient) -> None:
-        """Publish undelivered rows in row order, one in flight, until stopping."""
+        """Publish undelivered rows in row order, at most ``window`` in flight, until stopping.
+
+        One connection sends PUBLISH packets in order and the broker forwards them in order (OASIS MQTT
+        5.0 §4.6), so a window keeps the order while not waiting a round trip per message; rows are
+        marked delivered in row order as their acknowledgements arrive. Any ``MqttError`` ends the
+        session (the next one starts again from the first undelivered row).
+        """
         after = 0
         retry_at = math.inf
-        while not self._stopping.is_set():
-            if time.monotonic() >= retry_at:
-                after, retry_at = 0, math.inf
-            self._wakeup.clear()
-            rows = self._journal.pending(self._batch, after)
-            if not rows:
-                timeout = None if retry_at == math.inf else max(0.0, retry_at - time.monotonic())
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
-                continue
-            for row in rows:
-                if self._stopping.is_set():
-                    return
-                ok = await self._publish_row(client, row)
-                after = row.row_id
-                if not ok and retry_at == math.inf:
-                    retry_at = time.monotonic() + self._retry_rejected_after
+        inflight: deque[tuple[OutboxRowLike, asyncio.Task[bool]]] = deque()
+        try:
+            while not self._stopping.is_set():
+                if time.monotonic() >= retry_at:
+                    after, retry_at = 0, math.inf
+                self._wakeup.clear()
+                rows = await asyncio.to_thread(self._journal.pending, self._batch, after)
+                if not rows:
+                    timeout = None if retry_at == math.inf else max(0.0, retry_at - time.monotonic())
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
+                    continue
+                for row in rows:
+                    if self._stopping.is_set():
+                        break
+                    inflight.append((row, asyncio.create_task(self._publish_row(client, row, mark=False))))
+                    after = row.row_id
+                    while inflight and (len(inflight) >= self._window or inflight[0][1].done()):
+                        if not await self._settle_head(inflight) and retry_at == math.inf:
+                            retry_at = time.monotonic() + self._retry_rejected_after
+                while inflight:
+                    if not await self._settle_head(inflight) and retry_at == math.inf:
+                        retry_at = time.monotonic() + self._retry_rejected_after
+        finally:
+            for _, task in inflight:
+                task.cancel()
+            await asyncio.gather(*(t for _, t in inflight), return_exceptions=True)
+
+    async def _settle_head(self, inflight: deque[tuple[OutboxRowLike, asyncio.Task[bool]]]) -> bool:
+        """Await the oldest in-flight publish; mark its row delivered when acknowledged."""
+        row, task = inflight[0]
+        ok = await task  # MqttError propagates: the session ends
+        inflight.popleft()
+        if ok:
+            await asyncio.to_thread(self._journal.mark_delivered, row.row_id)
+            self.delivered += 1
+        return ok
 
     async def _listen(self, client: _AckClient, v5: bool) -> None:
         async for message in client.messages:

@@ -34,6 +34,7 @@ from daemon.messages import (
     TableStatus,
     decode_message,
 )
+from daemon.mqtt import NODELAY
 
 __all__ = ["BetTally", "TableView", "plain_line", "public_filters", "render", "summary_lines", "watch"]
 
@@ -344,7 +345,7 @@ async def watch(host: str, port: int, *, prefix: str = "tablesense", table: str 
         while True:
             try:
                 async with aiomqtt.Client(host, port, protocol=aiomqtt.ProtocolVersion.V311,
-                                          keepalive=15) as client:
+                                          keepalive=15, socket_options=NODELAY) as client:
                     connected_once = True
                     for f in public_filters(prefix, table):
                         await client.subscribe(f, qos=1)
