@@ -405,3 +405,45 @@ async def test_demo_shoe_end_to_end_on_the_page(broker: MosquittoBroker, page: P
         await screenshot(page, tmp_path, "signage-demo-end.png")
     finally:
         await stop()
+
+
+async def test_uth_seat_pair_results_after_the_reveal(broker: MosquittoBroker, page: Page) -> None:
+    cfg = load_config(ROOT / "deploy/examples/uth.toml")
+    table, prefix = cfg.table, "ts-browser-uth"
+    url, stop = await open_signage(broker, table, prefix, info=table_info(cfg))
+    try:
+        async with aiomqtt.Client(broker.host, broker.port) as client:
+            pub = TablePublisher(client, prefix, table)
+            await pub.send("status", TableStatus(table=table, ts=TS, state="online"), retain=True)
+            await page.goto(url)
+            await expect(page.get_by_test_id("game")).to_have_text("Ultimate Texas Hold 'Em", timeout=WAIT_MS)
+            # before the reveal the daemon publishes no card of a UTH round (information barrier)
+            head = {"table": table, "ts": TS, "shoe": 1, "round": 4, "game": "uth"}
+            await pub.send("round", RoundState(**head, phase="playing"), retain=True)
+            await expect(page.get_by_test_id("phase")).to_have_text("playing", timeout=WAIT_MS)
+            await expect(page.get_by_test_id("card")).to_have_count(0)
+            hands = {"2": ("AS", "KS"), "5": ("7H", "2C"), "dealer": ("AD", "9C"),
+                     "board": ("3D", "JC", "QH", "4S", "8D")}
+            cards, i = [], 0
+            for pos, cs in hands.items():
+                for c in cs:
+                    i += 1
+                    cards.append(PublicCard(index=i, card=c, position=pos))
+            await pub.send("round", RoundState(**head, phase="reveal", cards=tuple(cards), revealed=True),
+                           retain=True)
+            await pub.send("settlements", SettlementMessage(
+                table=table, ts=TS, shoe=1, round=4, spot="2UP", seat="2", bet="ultimate_pairs", hand=None,
+                stake=500, outcome="win", category="ace_king_suited", odds="25 to 1", net=12500))
+            await pub.send("results", RoundResults(
+                table=table, ts=TS, shoe=1, round=4, game="uth", dealer=hands["dealer"], board=hands["board"],
+                boxes=(BoxResult(position="2", cards=hands["2"], pair="ace_king_suited"),
+                       BoxResult(position="5", cards=hands["5"], pair="lose"))))
+            await expect(page.get_by_test_id("pair-banner")).to_have_text(
+                ["Seat 2 Ace King Suited — 25 to 1"], timeout=WAIT_MS)
+            await expect(page.get_by_test_id("box-pair")).to_have_text(
+                ["Ace King Suited — 25 to 1", "No pair"])
+            await expect(page.get_by_test_id("card")).to_have_count(11)
+            await expect(page.locator('[data-testid="hand"][data-position="board"] [data-testid="card"]')
+                         ).to_have_count(5)
+    finally:
+        await stop()

@@ -92,7 +92,8 @@ def test_blackjack_and_uth_banners_name_the_box_or_seat() -> None:
     v = SignageView("BJ")
     v.handle("results", b(RoundResults(table="BJ", ts=TS, shoe=1, round=2, game="blackjack", boxes=(
         BoxResult(position="1", cards=("8H", "8D"), pair="colored_pair"),
-        BoxResult(position="3", cards=("9C", "2D"), pair="no_pair")), dealer=("KS",))))
+        BoxResult(position="3", cards=("9C", "2D"), pair="no_pair"),
+        BoxResult(position="4", cards=("5C", "5D"), pair="ineligible_no_blackjack_wager")), dealer=("KS",))))
     v.handle("settlements", b(settlement(2, "perfect_pairs", None, "1", "win", "colored_pair", "12 to 1")))
     assert [x["text"] for x in v.banners()] == ["Box 1 Colored Pair — 12 to 1"]
     u = SignageView("U")

@@ -225,7 +225,7 @@ class SignageView:
         bet = "ultimate_pairs" if game == "uth" else "perfect_pairs"
         for box in res.get("boxes", []) or []:
             pair = box.get("pair") if isinstance(box, dict) else None
-            if pair and str(pair) not in NOT_A_HIT:
+            if pair and str(pair) not in NOT_A_HIT and not str(pair).startswith("ineligible"):
                 add(_who(game, None, str(box.get("position", ""))), str(pair), self._odds_for(bet, str(pair)))
         return list(out.values())
 

@@ -294,7 +294,8 @@ function renderBoxes(m) {
   for (const box of res.boxes || []) {
     const tile = el("div", { class: "box-result", "data-testid": "box-result", "data-position": box.position });
     tile.append(el("div", { class: "who" }, positionLabel(m.game, box.position)));
-    const pair = box.pair && !["no_pair", "lose", "none", "ineligible", "void"].includes(box.pair);
+    const pair = box.pair && !["no_pair", "lose", "none", "void"].includes(box.pair) &&
+      !box.pair.startsWith("ineligible");
     const label = pair ? box.pair.split("_").map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join(" ") : "No pair";
     const banner = (m.banners || []).find((b) => b.who === positionLabel(m.game, box.position) && b.category === box.pair);
     tile.append(el("div", { class: "pair" + (pair ? " hit" : ""), "data-testid": "box-pair" },
