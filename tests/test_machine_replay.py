@@ -3,6 +3,7 @@ sequences never raise and keep the invariants (one settlement per wager, the inf
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from typing import Any
 
@@ -205,3 +206,44 @@ def test_seed_pads_restores_the_bet_pad_state_without_emitting() -> None:
     expected = {"1P": (True, 1000), "1PP": (True, 500)}
     assert machine.snapshot()["pads"] == d.machine.snapshot()["pads"] == expected
     assert list(machine.snapshot()["record"]["spot_changes"]) == []
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), st.sampled_from(["baccarat", "ez-baccarat"]))
+def test_every_settlement_of_a_dealt_shoe_equals_the_rules_core(seed: int, game: str) -> None:
+    """Deal 30 rounds of a shuffled shoe with random wagers and unreadable cards entered by a supervisor;
+    every round's settlements equal settle_baccarat on the floor record's cards and locked wagers."""
+    from daemon.rules.baccarat import settle_baccarat
+    from daemon.rules.cards import Card
+    from daemon.rules.settlement import Bet, Hand, Wager
+
+    rng = random.Random(seed)
+    cfg = baccarat_config(game=game)
+    d = Driver(cfg)
+    shoe = [c for c in ALL_CARDS for _ in range(cfg.shoe_decks)]
+    rng.shuffle(shoe)
+    for _ in range(30):
+        for spot in cfg.spots:
+            if rng.random() < 0.5:
+                d.bet(spot, rng.choice([100, 500, 2500]))
+            else:
+                d.remove(spot)
+        d.button(Button.NO_MORE_BETS)
+        before = len(d.floor())
+        while len(d.floor()) == before:
+            card = shoe.pop()
+            if rng.random() < 0.05:
+                d.unreadable()
+                assert d.command("enter_card", card=str(card)).ok
+            else:
+                d.card(str(card))
+    rules = cfg.rules()
+    assert len(d.floor()) == 30
+    for floor in d.floor():
+        assert not floor.void and floor.baccarat is not None
+        cards = [Card.parse(c.card) for c in floor.cards if c.card is not None]
+        wagers = [Wager(w.spot, Bet(w.bet), w.stake, Hand(w.hand) if w.hand else None) for w in floor.wagers]
+        expected = {(s.wager.spot, s.outcome.value, s.category, s.net, s.commission)
+                    for s in settle_baccarat(cards, wagers, rules)}
+        got = {(s.spot, s.outcome, s.category, s.net, s.commission) for s in floor.settlements}
+        assert got == expected

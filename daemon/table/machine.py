@@ -653,7 +653,7 @@ class TableMachine:
 
     def _enter_card(self, cmd: Command) -> CommandReply:
         try:
-            card = Card.parse(cmd.args.get("card", ""))
+            card = Card.parse(str(cmd.args.get("card", "")))
         except InvalidCard as exc:
             return CommandReply(False, str(exc))
         if self._phase is Phase.BURN and self._shoe.exposed_unknown:
@@ -695,7 +695,7 @@ class TableMachine:
         return CommandReply(True)
 
     def _ack(self, cmd: Command) -> CommandReply:
-        alarm_id = cmd.args.get("alarm", "")
+        alarm_id = str(cmd.args.get("alarm", ""))
         code = self._ackable.get(alarm_id)
         if code is None:
             return CommandReply(False, f"no alarm {alarm_id[:64]!r} awaiting acknowledgement")
