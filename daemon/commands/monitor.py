@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(watch(host, port, prefix=args.prefix, table=args.table, ui=not args.no_ui, views=views))
     except aiomqtt.MqttError as exc:
         raise UsageError(f"cannot reach the broker at {host}:{port}: {exc}") from None
+    except BrokenPipeError:  # e.g. piped into head: the reader has gone
+        return 0
     except KeyboardInterrupt:
         pass
     for v in views.values():
