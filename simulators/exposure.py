@@ -89,9 +89,15 @@ class PtyExposure:
         await self.replug()
 
     async def replug(self) -> None:
-        """Create a new pty and atomically re-point the symlink at it (no-op if already plugged)."""
+        """Create a new pty and atomically re-point the symlink at it (no-op if already plugged).
+
+        Raises ``FileExistsError`` if the link path holds something other than a symlink (it is never
+        overwritten).
+        """
         if self._master is not None:
             return
+        if self.link.exists() and not self.link.is_symlink():
+            raise FileExistsError(f"{self.link} exists and is not a symlink; not replacing it")
         master, slave = os.openpty()
         tty.setraw(slave)  # no echo, no line editing, no CR/LF translation
         os.set_blocking(master, False)
