@@ -262,7 +262,8 @@ class SimUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
     def bulk_read(self, dev_handle: _Handle, ep: int, intf: int, buff: array.array[int], timeout: int) -> int:
         return dev_handle.device._read(dev_handle, buff, timeout)
 
-    def intr_write(self, dev_handle: _Handle, ep: int, intf: int, data: array.array[int], timeout: int) -> int:
+    def intr_write(self, dev_handle: _Handle, ep: int, intf: int, data: array.array[int],
+                   timeout: int) -> int:
         dev = dev_handle.device
         dev._check(dev_handle)
         payload = bytes(data)
