@@ -205,3 +205,36 @@ async def test_broker_restart_under_running_daemon(broker: MosquittoBroker, tmp_
     seqs = sorted({m.body["seq"] for m in rec.messages if m.body.get("msg_id")})
     assert seqs == list(range(seqs[0], seqs[-1] + 1))  # no seq missing after de-duplication
     print(f"duplicates delivered across the broker restart: {len(ids) - len(set(ids))}")
+
+
+async def test_systemd_notify_ready_watchdog_stopping(broker: MosquittoBroker, tmp_path: Path) -> None:
+    import socket
+
+    dev = tmp_path / "dev"
+    text = sim_config_toml("baccarat", urls={"shoe": str(dev / "shoe"), "pads": str(dev / "pads")},
+                           host=broker.host, port=broker.port, journal=tmp_path / "journal")
+    (tmp_path / "t.toml").write_text(text)
+    sock_path = str(tmp_path / "notify.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind(sock_path)
+        server.setblocking(False)
+        env = dict(os.environ, NOTIFY_SOCKET=sock_path, WATCHDOG_USEC="400000")
+        env.pop("WATCHDOG_PID", None)
+        proc = subprocess.Popen([TABLESENSE, "run", "--config", str(tmp_path / "t.toml")], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        got: list[str] = []
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(30):
+                while got.count("WATCHDOG=1") < 2:
+                    got.append((await loop.sock_recv(server, 256)).decode())
+            proc.terminate()
+            assert await asyncio.to_thread(proc.wait, 5) == 0
+            async with asyncio.timeout(5):
+                while "STOPPING=1" not in got:
+                    got.append((await loop.sock_recv(server, 256)).decode())
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert got[0].startswith("READY=1")  # before the devices, which do not exist here
+    assert got.index("STOPPING=1") > got.index("WATCHDOG=1")
