@@ -294,3 +294,19 @@ def test_unknown_spots_are_reported_once_and_not_kept() -> None:
     assert d.codes(out) == ["UNKNOWN_SPOT"]
     assert d.codes(d.bet("9Z", 2000)) == []
     assert d.machine.snapshot()["pads"] == {}
+
+
+def test_a_device_restarting_its_sequence_between_rounds_is_no_gap_but_mid_round_it_is() -> None:
+    from daemon.rules.cards import Card
+    from drivers.events import CardDrawn
+
+    d = Driver(baccarat_config())
+    d.cards("9H 3D KS KC")
+    d.link(SHOE, LinkState.DISCONNECTED)
+    d.link(SHOE, LinkState.ONLINE)
+    out = d.feed(CardDrawn(SHOE, 1, Card.parse("2C")))  # the shoe restarted: sequence 1 again
+    assert d.codes(out) == [] and d.public_cards() == ["2C"]
+    d.link(SHOE, LinkState.DISCONNECTED)
+    d.link(SHOE, LinkState.ONLINE)
+    out = d.feed(CardDrawn(SHOE, 1, Card.parse("2D")))  # mid-round: cards may have been missed
+    assert d.codes(out) == ["SEQUENCE_GAP"] and d.state.held

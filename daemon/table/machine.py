@@ -109,6 +109,8 @@ class TableMachine:
         self._dev_seq: dict[str, int] = {}
         self._dev_state: dict[str, LinkState] = {}
         self._card_devices: dict[str, bool] = {}
+        self._was_lost: dict[str, bool] = {}
+        """Devices disconnected since their last event: a restart at sequence 1 between rounds is no gap."""
         self._holds: dict[str, AlarmCode] = {}
         self._ackable: dict[str, AlarmCode] = {}
         self._unknown_spots: dict[str, bool] = {}
@@ -422,6 +424,8 @@ class TableMachine:
                                                 state=ev.state.value, detail=ev.detail[:200]),
                    device=ev.device, retain=True)
         lost = [a for a, c in self._holds.items() if c is AlarmCode.DEVICE_LOST]
+        if ev.state is LinkState.DISCONNECTED:
+            self._was_lost[ev.device] = True
         if ev.state is LinkState.DISCONNECTED and previous is not LinkState.DISCONNECTED:
             shoe_mid_round = self._role(ev.device) == "shoe" and self._phase in _IN_PLAY
             self._alarm(AlarmCode.DEVICE_LOST, f"device {ev.device} disconnected"
@@ -436,7 +440,8 @@ class TableMachine:
     def _on_device_event(self, ev: DeviceEvent) -> None:
         last = self._dev_seq.get(ev.device)
         self._dev_seq[ev.device] = ev.seq
-        gap = last is not None and ev.seq != last + 1
+        restarted = self._was_lost.pop(ev.device, False) and ev.seq <= 1 and self._phase not in _IN_PLAY
+        gap = last is not None and ev.seq != last + 1 and not restarted
         is_card = isinstance(ev, CardDrawn | CardUnreadable)
         if gap and not is_card:
             hold = self._role(ev.device) == "shoe" and self._phase in _IN_PLAY
