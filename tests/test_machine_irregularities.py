@@ -310,3 +310,41 @@ def test_a_device_restarting_its_sequence_between_rounds_is_no_gap_but_mid_round
     d.link(SHOE, LinkState.ONLINE)
     out = d.feed(CardDrawn(SHOE, 1, Card.parse("2D")))  # mid-round: cards may have been missed
     assert d.codes(out) == ["SEQUENCE_GAP"] and d.state.held
+
+
+def test_shoe_empty_mid_round_holds_and_between_rounds_ends_the_shoe() -> None:
+    d = Driver(baccarat_config())
+    _round(d)
+    d.card("9H")
+    out = d.status(ShoeStatusKind.EMPTY)
+    assert d.codes(out) == ["SHOE_EXHAUSTED"] and d.state.held
+    d2 = Driver(baccarat_config())
+    out = d2.status(ShoeStatusKind.EMPTY)
+    assert d2.codes(out) == [] and d2.state.phase == "shoe_end"
+
+
+def test_more_cards_than_a_one_deck_shoe_holds() -> None:
+    from daemon.rules.cards import ALL_CARDS
+
+    d = Driver(baccarat_config(decks=1))
+    for c in ALL_CARDS:
+        d.card(str(c))
+    assert d.state.cards_remaining == 0 and d.codes() == []
+    out = d.card("AS")
+    assert d.codes(out) == ["SHOE_EXHAUSTED"]
+
+
+def test_device_error_and_lid_open_are_reported_and_acknowledged() -> None:
+    from drivers.events import DeviceError
+
+    d = Driver(baccarat_config())
+    _round(d)
+    d.card("9H")
+    out = d.feed(DeviceError(SHOE, d.seq(SHOE), "E42", "card jam"))
+    (err,) = d.alarms(out)
+    assert (err.code, err.device, err.held) == ("DEVICE_ERROR", SHOE, False) and "card jam" in err.text
+    out = d.status(ShoeStatusKind.LID_OPEN)
+    assert d.codes(out) == ["LID_OPEN"]
+    assert d.command("ack_alarm", alarm=err.alarm_id).ok
+    assert d.alarms()[-1].state == "acknowledged" and d.alarms()[-1].alarm_id == err.alarm_id
+    assert not d.command("ack_alarm", alarm=err.alarm_id).ok  # only once

@@ -107,3 +107,19 @@ def test_uth_floor_record_has_every_card_only_once_complete() -> None:
     assert [c.card for c in floor.cards] == ["AH", "KH", "AD", "KD", *BOARD]
     assert floor.dealer == ("KH", "KD")
     assert msgspec.json.decode(msgspec.json.encode(floor))["schema"] == "tablesense.floor_round"
+
+
+def test_a_burn_frame_from_the_shoe_fills_the_configured_burn_before_the_board() -> None:
+    from drivers.events import ShoeStatusKind
+
+    d = Driver(uth_config(burns=1))
+    d.bet("A1", 1000)
+    d.button(Button.NO_MORE_BETS)
+    d.cards("AH KH AD KD")
+    d.status(ShoeStatusKind.BURN, "4C")
+    d.cards(BOARD)
+    assert d.state.phase == "reveal" and d.codes() == []
+    d.button(Button.ROUND_END)
+    (floor,) = d.floor()
+    assert [(c.card, c.status) for c in floor.cards][4] == ("4C", "burned")
+    assert "4C" not in d.public_cards()
