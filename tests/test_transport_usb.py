@@ -91,11 +91,17 @@ async def test_reply_arriving_just_after_a_read_timeout_is_not_lost() -> None:
         before = dev.timeouts
         dev.deliver_after_timeout(reply)  # lands the moment the in-flight read gives up
         got = b""
+        gave_up = 0
         async with asyncio.timeout(10):
             while not got.endswith(b"\r\n"):
-                got += await link.read()
+                # The caller itself gives up on reads at the same rate as the USB read timeout: a
+                # cancelled read() must not swallow the reply either.
+                try:
+                    got += await asyncio.wait_for(link.read(), 0.02)
+                except TimeoutError:
+                    gave_up += 1
         assert got == reply
-        assert dev.timeouts > before  # it really came after a timeout
+        assert dev.timeouts > before  # it really came after a USB read timeout
     finally:
         await link.close()
 
