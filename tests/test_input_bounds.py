@@ -138,7 +138,6 @@ paytable = "A"
 "4" = { seat = "1", bet = "perfect_pairs", hand = "player" }
 [mqtt]
 host = "127.0.0.1"
-[integrity]
 """.strip().splitlines()
 
 KEYS = ["table", "game", "decks", "seats", "currency", "minor_unit", "min", "max", "paytable", "seat", "bet",
@@ -154,6 +153,10 @@ toml_lines = st.one_of(
     st.sampled_from(KEYS).map(lambda k: f"[{k}]"),
     st.sampled_from(["[wagers.tie]", "[devices.shoe]", "[[spots]]", "[burn]", "[round]", "[journal]"]),
     st.text(max_size=40))
+
+
+def test_the_fuzzed_base_config_is_valid() -> None:
+    assert parse_config("\n".join(VALID)).table == "t9"
 
 
 def check_config(text: str) -> None:
