@@ -67,7 +67,7 @@ async def test_routes_sse_and_malformed_input(broker: MosquittoBroker) -> None:
                     RoundState(table=table, ts=TS, shoe=1, round=3, game="uth", phase="betting")), qos=1)
                 state = await state_until(http, url, lambda s: s["phase"] == "betting")
             assert state["table_status"] == "online" and state["game_label"] == "Ultimate Texas Hold 'Em"
-            assert state["rejected"] == 1  # the round message of the wrong shape
+            assert state["rejected"] == 2  # the payload that is not JSON; the round message of a wrong shape
             assert "HOLE-CARD-AS" not in json.dumps(state)
             async with http.get(url + "events") as r:
                 assert r.headers["Content-Type"].startswith("text/event-stream")

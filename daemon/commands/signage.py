@@ -3,9 +3,9 @@
     tablesense signage --broker HOST:PORT --table T [--prefix tablesense] [--listen 127.0.0.1:8080]
                        [--config FILE]
 
-Serves the page on ``--listen`` and subscribes to ``{prefix}/{table}/`` status, round, results,
-settlements, scoreboard, info and devices/+ (never ``floor/``); see docs/signage.md. Runs until
-interrupted (Ctrl-C / SIGTERM).
+Serves the page on ``--listen`` (the URL is printed on stdout; JSON log lines go to stderr) and
+subscribes to ``{prefix}/{table}/`` status, round, results, settlements, scoreboard, info and devices/+
+(never ``floor/``); see docs/signage.md. Runs until interrupted (Ctrl-C / SIGTERM).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from daemon.cli import UsageError
 from daemon.config import ConfigError, load_config
+from daemon.logging import bind_table, configure
 from daemon.signage.info import table_info
 from daemon.signage.server import parse_hostport, start_signage
 
@@ -80,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"signage: --config {args.config} is for table {cfg.table!r}, "
                              f"not {args.table!r}")
         info = table_info(cfg)
+    configure("info", stream=sys.stderr)  # JSON log lines on stderr; stdout carries the URL line
+    bind_table(args.table)
     code = asyncio.run(_serve(args, broker, info))
     sys.stdout.flush()
     return code

@@ -30,9 +30,12 @@ from typing import Any
 import aiomqtt
 from aiohttp import web
 
+from daemon.logging import get_logger
 from daemon.signage.view import SignageView
 
 __all__ = ["SignageServer", "parse_hostport", "public_topics", "start_signage"]
+
+log = get_logger(component="signage")
 
 STATIC = Path(__file__).resolve().parent / "static"
 KEEPALIVE_S = 15.0
@@ -95,7 +98,6 @@ class SignageServer:
         self._changed = asyncio.Condition()
         self._closing = False
         self._mqtt_task: asyncio.Task[None] | None = None
-        self.malformed = 0
 
     # --- MQTT side --------------------------------------------------------------------------------
 
@@ -111,17 +113,25 @@ class SignageServer:
         return topic[len(base):] if topic.startswith(base) else None
 
     async def handle_message(self, topic: str, payload: bytes | bytearray | str) -> None:
-        """Apply one MQTT message; malformed JSON is counted in :attr:`malformed` and skipped."""
+        """Apply one MQTT message. Malformed JSON, or a message of the wrong shape, is counted (the view's
+        ``rejected``), logged and skipped."""
         suffix = self._suffix(topic)
         if suffix is None or suffix.startswith("floor/"):
             return
         try:
             data = json.loads(payload)
         except (ValueError, UnicodeDecodeError):
-            self.malformed += 1
+            self.view.rejected += 1
+            self.view.version += 1
+            log.warning("signage_message_rejected", topic=topic, reason="not JSON", bytes=len(payload))
+            await self._notify()
             return
+        before = self.view.rejected
         if self.view.handle(suffix, data):
             await self._notify()
+        elif self.view.rejected != before:
+            log.warning("signage_message_rejected", topic=topic, reason="not the message shape of this topic",
+                        rejected=self.view.rejected)
 
     async def run_mqtt(self) -> None:
         """Subscribe and follow the table until cancelled; reconnect with backoff on any broker error."""
@@ -138,13 +148,13 @@ class SignageServer:
                     async for message in client.messages:
                         payload = message.payload
                         if not isinstance(payload, bytes | bytearray | str):
-                            self.malformed += 1
+                            self.view.rejected += 1
                             continue
                         await self.handle_message(message.topic.value, payload)
-            except aiomqtt.MqttError:
-                pass
-            except OSError:
-                pass
+            except (aiomqtt.MqttError, OSError) as exc:
+                if not self._closing:
+                    log.warning("signage_broker_unreachable", broker=f"{self.broker_host}:{self.broker_port}",
+                                error=str(exc), attempt=attempt)
             if self._closing:
                 break
             self.view.set_broker("disconnected")
