@@ -348,3 +348,16 @@ def test_device_error_and_lid_open_are_reported_and_acknowledged() -> None:
     assert d.command("ack_alarm", alarm=err.alarm_id).ok
     assert d.alarms()[-1].state == "acknowledged" and d.alarms()[-1].alarm_id == err.alarm_id
     assert not d.command("ack_alarm", alarm=err.alarm_id).ok  # only once
+
+
+def test_an_input_the_machine_cannot_apply_holds_instead_of_raising() -> None:
+    from drivers.events import CardDrawn
+
+    d = Driver(baccarat_config())
+    _round(d)
+    out = d.feed(CardDrawn(SHOE, d.seq(SHOE), "AS"))  # type: ignore[arg-type]  # a codec defect: not a Card
+    (a,) = d.alarms(out)
+    assert (a.code, a.severity, a.held) == ("INTERNAL_ERROR", "critical", True)
+    assert d.command("ack_alarm", alarm=a.alarm_id).ok
+    d.cards("9H 3D KS KC")
+    assert {s.spot for s in d.settlements()} == {"1P", "1PP"}

@@ -41,6 +41,7 @@ class AlarmCode(StrEnum):
     UNEXPECTED_BUTTON = "UNEXPECTED_BUTTON"
     LID_OPEN = "LID_OPEN"
     BURN = "BURN"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,5 +98,8 @@ ALARMS: dict[AlarmCode, AlarmSpec] = {
     AlarmCode.BURN: AlarmSpec(
         Severity.WARNING, False, False,
         "a start-of-shoe burn irregularity (unreadable exposed card, impossible burn card)"),
+    AlarmCode.INTERNAL_ERROR: AlarmSpec(
+        Severity.CRITICAL, True, True,
+        "tablesense could not apply an input (a defect): the round is held rather than settled on a guess"),
 }
 """Every alarm code with its severity and hold behaviour."""

@@ -138,11 +138,17 @@ class TableMachine:
             return self.handle_command(inp)[1]
         self._begin(inp.ts)
         ev = inp.event
-        if isinstance(ev, DeviceState):
-            self._on_device_state(ev)
-        else:
-            self._on_device_event(ev)
+        try:
+            if isinstance(ev, DeviceState):
+                self._on_device_state(ev)
+            else:
+                self._on_device_event(ev)
+        except Exception as exc:  # a defect must not stop the table: hold instead of guessing
+            self._internal_error(exc)
         return self._end()
+
+    def _internal_error(self, exc: Exception) -> None:
+        self._alarm(AlarmCode.INTERNAL_ERROR, f"input not applied: {type(exc).__name__}: {str(exc)[:160]}")
 
     def handle_command(self, inp: TimedInput) -> tuple[CommandReply, list[Emit]]:
         """Validate and apply an operator command; return the reply and what to publish.
@@ -157,7 +163,11 @@ class TableMachine:
         record = self._rec()
         self._cmd = cmd
         self._cmd_logged = False
-        reply = self._command(cmd)
+        try:
+            reply = self._command(cmd)
+        except Exception as exc:  # a defect must not stop the table: hold instead of guessing
+            self._internal_error(exc)
+            reply = CommandReply(False, "internal error: the round is held")
         if cmd.name == "new_shoe":
             record = self._rec()
         if not self._cmd_logged:
