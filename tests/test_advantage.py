@@ -275,3 +275,6 @@ def test_figure_text() -> None:
     assert f.describe() == ("perfect_pairs on player (paytable A): expected return -4.0964 % per unit "
                             "(-17/415)")
     assert fig(Fraction(1, 3), None).percent == "+33.3333"
+    assert fig(Fraction(1, 3), None).detail(Fraction(1, 200)) == {
+        "bet": "perfect_pairs", "hand": "", "paytable": "A", "expected_return": "1/3", "percent": "+33.3333",
+        "threshold": "1/200"}

@@ -132,7 +132,7 @@ def test_a_valid_command_still_applies_after_garbage(app: App) -> None:
         ok, reason = answer(app, CommandRequest("enter_card", junk, "op"))
         assert not ok and reason
     ok, reason = answer(app, CommandRequest("ack_alarm", {"alarm": "1.999"}, "op"))
-    assert (ok, reason) == (False, "no alarm '1.999' awaiting acknowledgement")
+    assert not ok and "1.999" in reason
     ok, reason = answer(app, CommandRequest("new_shoe", {}, "pit boss 4"))
     assert ok, reason
     assert app.journal is not None

@@ -113,6 +113,14 @@ class AdvantageFigure(NamedTuple):
         q = Decimal(self.expected_return.numerator) * 100 / Decimal(self.expected_return.denominator)
         return f"{q.quantize(Decimal('0.0001')):+}"
 
+    def detail(self, threshold: Fraction = DEFAULT_THRESHOLD) -> dict[str, str]:
+        """The alarm's structured fields, all strings (docs/advantage-watch.md): ``bet``, ``hand``
+        (``""`` when none), ``paytable``, ``expected_return`` (exact fraction), ``percent`` and
+        ``threshold`` (exact fraction)."""
+        return {"bet": self.bet.value, "hand": self.hand.value if self.hand else "",
+                "paytable": self.paytable, "expected_return": self.fraction, "percent": self.percent,
+                "threshold": f"{threshold.numerator}/{threshold.denominator}"}
+
     def describe(self) -> str:
         """One line for people, e.g. ``perfect_pairs on player (paytable A): expected return +1.2345 %``."""
         where = f" on {self.hand.value}" if self.hand else ""
