@@ -1,0 +1,1 @@
+"""Fault-injection scenarios (issue 5): pytest marker ``faults``; see docs/reliability.md."""
