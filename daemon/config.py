@@ -286,10 +286,16 @@ def parse_config(text: str) -> TableConfig:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {_one_line(str(exc))}") from None
+    except RecursionError:
+        raise ConfigError("invalid TOML: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        raise ConfigError(f"invalid TOML: {_one_line(str(exc))[:200]}") from None
     try:
         cfg = msgspec.convert(raw, TableConfig)
     except msgspec.ValidationError as exc:
         raise ConfigError(_locate(raw, str(exc))) from None
+    except RecursionError:
+        raise ConfigError("config: nested too deeply") from None
     _validate(cfg)
     return cfg
 

@@ -199,10 +199,6 @@ def test_config_size_is_counted_in_bytes() -> None:
         parse_config(big)
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/config.py parse_config: tomllib raises RecursionError for "
-                   "deep nesting and ValueError (not TOMLDecodeError) for an integer over 4300 digits; "
-                   "`tablesense check-config` then shows a traceback. Fix: catch (tomllib.TOMLDecodeError, "
-                   "ValueError, RecursionError) -> ConfigError. Reported; remove this mark once fixed.")
 @pytest.mark.parametrize("text", ["a = " + "[" * 5000 + "]" * 5000,
                                   "a = " + "{b = " * 3000 + "1" + "}" * 3000,
                                   "decks = " + "9" * 5000])
