@@ -278,14 +278,18 @@ def test_void_command_is_kept_in_the_voided_rounds_record_with_its_operator() ->
     assert cmd.args == {"reason": "misdeal"}
 
 
-def test_what_happened_before_a_new_shoe_is_kept_in_the_next_round_record() -> None:
-    d = Driver(baccarat_config())
+def test_a_new_shoe_starts_a_clean_round_record_with_the_command_that_started_it() -> None:
+    d = Driver(baccarat_config(start="button"))
     d.bet("1P", 1000)
-    assert d.command("new_shoe", operator="pit-boss-3").ok
     d.cards("9H 3D KS KC")
-    (floor,) = d.floor()
-    assert [c.spot for c in floor.spot_changes] == ["1P"]
-    assert [c.name for c in floor.commands] == ["new_shoe"]
+    d.card("2S")  # a stray card: EXTRA_CARD, reported on the alarms channel
+    assert d.command("new_shoe", operator="pit-boss-3").ok
+    d.cards("9C 3H KD KH")
+    floor = d.floor()[-1]
+    assert (floor.shoe, floor.round) == (2, 1)
+    assert [c.card for c in floor.cards] == ["9C", "3H", "KD", "KH"]
+    assert [(c.name, c.operator) for c in floor.commands] == [("new_shoe", "pit-boss-3")]
+    assert floor.wagers[0].spot == "1P"  # the pads still hold the bet
 
 
 def test_unknown_spots_are_reported_once_and_not_kept() -> None:

@@ -123,7 +123,6 @@ class TableMachine:
         self._cmd_logged = False
         self._pending: RoundRecord | None = None
         self._alarm_n = 0
-        self._shoe_no: int | None = None
         self._start_shoe(shoe)
 
     # ------------------------------------------------------------------------------------ public API
@@ -292,9 +291,8 @@ class TableMachine:
 
     def _start_shoe(self, number: int) -> None:
         self._shoe = ShoeTracker(self.config.shoe_decks, number, self.config.burn)
-        if number != self._shoe_no:
-            self._alarm_n = 0
-        self._shoe_no = number
+        self._alarm_n = 0  # alarm ids restart with each shoe, so a replay from the shoe's start numbers alike
+        self._ackable = {k: v for k, v in self._ackable.items() if k in self._holds}
         self._round_no = 0
         self._record = RoundRecord(number, 0)
         self._open_round()
@@ -627,8 +625,9 @@ class TableMachine:
         if self._phase in _IN_PLAY:
             self._void(f"{reason} mid-round")
         self._release_all()
-        if self._phase not in _BETWEEN:
-            self._pending = self._record  # an open round with nothing locked: its record carries over
+        # A new shoe starts a clean record (what happened since the last round is in its own alarm
+        # messages and the journal), so a replay from the shoe's first input rebuilds the same records.
+        self._pending = None
         fresh = self._shoe.dealt == 0 and not self._shoe.rounds_completed
         self._start_shoe(self._shoe.number if fresh else self._shoe.number + 1)
 
