@@ -145,6 +145,12 @@ def test_local_roads_from_results_until_the_daemon_publishes_a_scoreboard() -> N
     assert d["scoreboard_source"] == "display"
     assert [c["result"] for c in d["scoreboard"]["bead_plate"]] == ["banker", "banker", "tie", "player"]
     assert [c["ties"] for c in d["scoreboard"]["big_road"]] == [0, 1, 0]
+    v.handle("round", b(RoundState(table="T1", ts=TS, shoe=1, round=6, game="baccarat", phase="betting",
+                                   cards_remaining=380)))
+    assert len(v.to_dict()["scoreboard"]["bead_plate"]) == 4
+    assert v.to_dict()["scoreboard"]["stats"]["cards_remaining"] == 380
+    v.handle("round", b(RoundState(table="T1", ts=TS, shoe=2, round=1, game="baccarat", phase="betting")))
+    assert v.to_dict()["scoreboard"]["bead_plate"] == [] and v.to_dict()["scoreboard"]["shoe"] == 2
     v.handle("scoreboard", {"schema": "tablesense.scoreboard", "table": "T1", "roads": {"bead_plate": []}})
     assert v.to_dict()["scoreboard_source"] == "daemon" and v.to_dict()["scoreboard"] == {"bead_plate": []}
 

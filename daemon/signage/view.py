@@ -154,7 +154,10 @@ class SignageView:
             self._enter_round(msg.shoe, msg.round)
             self.round_state = data
             if not self.scoreboard_from_daemon:
-                self._local_board.set_cards_remaining(msg.cards_remaining)
+                board = self._local_board
+                if msg.shoe is not None and board.shoe is not None and msg.shoe != board.shoe:
+                    board.reset(msg.shoe)  # a new shoe: the roads start empty
+                board.set_cards_remaining(msg.cards_remaining)
                 if self.scoreboard is not None:
                     self.scoreboard = self._local_board.to_dict()
         elif isinstance(msg, RoundResults):
