@@ -336,15 +336,45 @@ class _AckClient(aiomqtt.Client):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._ack_reasons: dict[int, ReasonCode] = {}
+        self._started: dict[int, tuple[str, asyncio.Future[None]]] = {}
         self._client.connect_timeout = 3.0
         self.pending_calls_threshold = 1000  # the relay's window is deliberate, not a backlog
 
     def _on_publish(self, client: paho.Client, userdata: Any, mid: int, reason_code: ReasonCode,
                     properties: Properties) -> None:
+        started = self._started.pop(mid, None)
+        if started is not None:
+            topic, fut = started
+            if not fut.done():
+                if reason_code.is_failure:
+                    fut.set_exception(PublishRejected(topic, reason_code))
+                else:
+                    fut.set_result(None)
+            return
         if len(self._ack_reasons) > 4096:
             self._ack_reasons.clear()
         self._ack_reasons[mid] = reason_code
         super()._on_publish(client, userdata, mid, reason_code, properties)
+
+    def start_publish(self, topic: str, payload: bytes, qos: int, retain: bool,
+                      properties: Properties | None) -> asyncio.Future[None]:
+        """Hand a message to paho now (no await: a burst goes out in one write) and return a future
+        completed by its acknowledgement, failed with :class:`PublishRejected` on a negative one.
+        Raises ``aiomqtt.MqttCodeError`` when paho cannot take it (e.g. not connected). The future is
+        not failed by a disconnect (aiomqtt pitfall 3): await it with a timeout."""
+        info = self._client.publish(topic, payload, qos, retain, properties)
+        if info.rc != paho.MQTT_ERR_SUCCESS:
+            raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if info.is_published():  # QoS 0, or acknowledged already
+            reason = self._ack_reasons.pop(info.mid, None)
+            if reason is not None and reason.is_failure:
+                fut.set_exception(PublishRejected(topic, reason))
+            else:
+                fut.set_result(None)
+        else:
+            self._started[info.mid] = (topic, fut)
+        return fut
 
     async def publish_acked(self, topic: str, payload: bytes, qos: int, retain: bool,
                             properties: Properties | None, timeout: float) -> None:
@@ -400,6 +430,7 @@ class Relay:
         self._tls = tls
         self._batch = batch
         self._window = max(1, window)
+        self._props: Properties | None = None
         self._retry_rejected_after = retry_rejected_after
         self._wakeup = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -510,6 +541,7 @@ class Relay:
                                    timeout=self.settings.publish_timeout if timeout is None else timeout)
 
     async def _session(self, client: _AckClient, v5: bool) -> None:
+        self._props = _publish_properties(v5)
         await client.subscribe(self.topics.cmd_filter, qos=1)
         await self._publish(client, self.topics.status, self._status_payload("online"), 1, True)
         for row in await asyncio.to_thread(self._journal.retained_latest):
@@ -556,7 +588,7 @@ class Relay:
         """
         after = 0
         retry_at = math.inf
-        inflight: deque[tuple[OutboxRowLike, asyncio.Task[bool]]] = deque()
+        inflight: deque[tuple[OutboxRowLike, str, asyncio.Future[None]]] = deque()
         try:
             while not self._stopping.is_set():
                 if time.monotonic() >= retry_at:
@@ -571,28 +603,39 @@ class Relay:
                 for row in rows:
                     if self._stopping.is_set():
                         break
-                    inflight.append((row, asyncio.create_task(self._publish_row(client, row, mark=False))))
+                    topic = self.topics.for_channel(_channel_name(row.channel), row.device)
+                    inflight.append((row, topic, client.start_publish(
+                        topic, bytes(row.payload), max(row.qos, 0), bool(row.retain), self._props)))
                     after = row.row_id
-                    while inflight and (len(inflight) >= self._window or inflight[0][1].done()):
+                    while inflight and (len(inflight) >= self._window or inflight[0][2].done()):
                         if not await self._settle_head(inflight) and retry_at == math.inf:
                             retry_at = time.monotonic() + self._retry_rejected_after
                 while inflight:
                     if not await self._settle_head(inflight) and retry_at == math.inf:
                         retry_at = time.monotonic() + self._retry_rejected_after
         finally:
-            for _, task in inflight:
-                task.cancel()
-            await asyncio.gather(*(t for _, t in inflight), return_exceptions=True)
+            for _, _, fut in inflight:
+                fut.cancel()
 
-    async def _settle_head(self, inflight: deque[tuple[OutboxRowLike, asyncio.Task[bool]]]) -> bool:
-        """Await the oldest in-flight publish; mark its row delivered when acknowledged."""
-        row, task = inflight[0]
-        ok = await task  # MqttError propagates: the session ends
+    async def _settle_head(self, inflight: deque[tuple[OutboxRowLike, str, asyncio.Future[None]]]) -> bool:
+        """Await the oldest in-flight publish; mark its row delivered when acknowledged, count and log
+        a negative acknowledgement. A timeout raises ``MqttError`` (the session ends)."""
+        row, topic, fut = inflight[0]
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout=self.settings.publish_timeout)
+        except TimeoutError:
+            raise aiomqtt.MqttError(f"no acknowledgement for {topic} within "
+                                    f"{self.settings.publish_timeout:g} s") from None
+        except PublishRejected as exc:
+            inflight.popleft()
+            self.rejected += 1
+            log.error("mqtt_publish_rejected", topic=topic, msg_id=row.msg_id, row=row.row_id,
+                      reason=str(exc.reason), code=exc.reason.value)
+            return False
         inflight.popleft()
-        if ok:
-            await asyncio.to_thread(self._journal.mark_delivered, row.row_id)
-            self.delivered += 1
-        return ok
+        await asyncio.to_thread(self._journal.mark_delivered, row.row_id)
+        self.delivered += 1
+        return True
 
     async def _listen(self, client: _AckClient, v5: bool) -> None:
         async for message in client.messages:
