@@ -126,7 +126,12 @@ def test_commission_is_an_integer_multiple_of_the_unit_near_the_exact_amount(
         won: int, unit: int, mode: RoundingMode, rate: Fraction) -> None:
     got = CommissionRule(rate=rate, unit=unit, mode=mode).commission(won)
     exact = rate * won
-    assert type(got) is int and got % unit == 0
+    assert type(got) is int and 0 <= got <= won
+    if got == won and won % unit:
+        # capped: rounding would have taken more than the win itself
+        assert won < round_to_unit(exact, unit, mode)
+        return
+    assert got % unit == 0
     assert abs(got - exact) < unit
     if mode is RoundingMode.UP:
         assert got >= exact
@@ -134,3 +139,10 @@ def test_commission_is_an_integer_multiple_of_the_unit_near_the_exact_amount(
         assert got <= exact
     else:
         assert abs(got - exact) <= Fraction(unit, 2)
+
+
+def test_commission_never_exceeds_the_win() -> None:
+    """A 1-cent Banker win with a 25-cent unit rounded up pays no more commission than it won."""
+    rule = CommissionRule(unit=25, mode=RoundingMode.UP)
+    assert rule.commission(1) == 1
+    assert rule.commission(700) == 50

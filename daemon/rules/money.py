@@ -132,9 +132,13 @@ class CommissionRule:
         return value / 100 if value >= 1 else value
 
     def commission(self, won: int) -> int:
-        """Commission in minor units on ``won`` minor units of winnings (exact, then rounded)."""
+        """Commission in minor units on ``won`` minor units of winnings (exact, then rounded).
+
+        Rounding up to a coarse unit never takes more than was won: on a 1-cent win with a
+        25-cent unit rounded up, the commission is the 1 cent, so a winning wager never nets a loss.
+        """
         _check_stake(won)
-        return round_to_unit(self.rate * won, self.unit, self.mode)
+        return min(won, round_to_unit(self.rate * won, self.unit, self.mode))
 
 
 NO_COMMISSION = CommissionRule(rate=Fraction(0))
