@@ -169,9 +169,8 @@ class App:
         assert self.journal is not None
         shoe = self.journal.replay_shoe
         machine = TableMachine(self.config, shoe=shoe if isinstance(shoe, int) and shoe > 0 else 1)
-        for inp in self.journal.pads_before_replay():
-            if isinstance(inp.event, SpotChanged):
-                machine._pads.update(inp.event)  # the machine has no public seeding API yet
+        machine.seed_pads([inp.event for inp in self.journal.pads_before_replay()
+                           if isinstance(inp.event, SpotChanged)])
         replayed = 0
         for inp in self.journal.replay_inputs():
             if isinstance(inp.event, Command):
