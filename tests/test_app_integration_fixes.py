@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from machine_support import SHOE, Driver, baccarat_config
+
+from daemon.rules.cards import Card
+from drivers.events import Button, CardDrawn
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -17,3 +22,33 @@ def test_app_touches_no_private_member_of_the_machine() -> None:
                           "--output-format", "concise", str(ROOT / "daemon" / "app.py")],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _wrap_driver() -> Driver:
+    d = Driver(baccarat_config())
+    d.bet("1P", 1000)
+    d.button(Button.NO_MORE_BETS)
+    return d
+
+
+def test_shoe_sequence_wrapping_from_99999_to_0_is_no_gap() -> None:
+    """docs/protocol.md §4: a device counts 0..99999 then 0 again, and that wrap is not a gap."""
+    d = _wrap_driver()
+    codes = []
+    for seq, card in ((99998, "5H"), (99999, "2C"), (0, "5D"), (1, "3C")):
+        codes += d.codes(d.feed(CardDrawn(SHOE, seq, Card.parse(card))))
+    assert "SEQUENCE_GAP" not in codes
+    assert d.public_cards() == ["5H", "2C", "5D", "3C"]
+    assert not d.state.held
+
+
+def test_a_real_gap_across_the_wrap_holds_the_round() -> None:
+    """99998 then 1: frames 99999 and 0 were lost; the card joins no hand and the round is held."""
+    d = _wrap_driver()
+    d.feed(CardDrawn(SHOE, 99997, Card.parse("5H")))
+    d.feed(CardDrawn(SHOE, 99998, Card.parse("2C")))
+    out = d.feed(CardDrawn(SHOE, 1, Card.parse("5D")))
+    (a,) = d.alarms(out)
+    assert (a.code, a.held, a.device) == ("SEQUENCE_GAP", True, SHOE)
+    assert "99998 then 1" in a.text
+    assert d.public_cards() == ["5H", "2C"]

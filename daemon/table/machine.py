@@ -63,6 +63,7 @@ from drivers.events import (
     ShoeStatusKind,
     SpotChanged,
 )
+from drivers.protocols.tsref import SEQ_MODULUS
 
 __all__ = ["MAX_ARG_CHARS", "Phase", "TableMachine", "replay"]
 
@@ -449,7 +450,7 @@ class TableMachine:
         last = self._dev_seq.get(ev.device)
         self._dev_seq[ev.device] = ev.seq
         restarted = self._was_lost.pop(ev.device, False) and ev.seq <= 1 and self._phase not in _IN_PLAY
-        gap = last is not None and ev.seq != last + 1 and not restarted
+        gap = last is not None and ev.seq != (last + 1) % SEQ_MODULUS and not restarted  # 99999 -> 0: no gap
         is_card = isinstance(ev, CardDrawn | CardUnreadable)
         if gap and not is_card:
             hold = self._role(ev.device) == "shoe" and self._phase in _IN_PLAY
