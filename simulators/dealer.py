@@ -251,8 +251,9 @@ class SimTable:
                 n = self.rng.randint(0, 4) if hits is None else hits
                 for _ in range(min(n, max(self.shoe.remaining - 1, 0))):
                     await self._card(rnd, "play")
-        if game not in ("baccarat", "ez-baccarat"):  # a baccarat round is complete with its last card
-            await self.pads_frames(self.pads.round_end())
+        # Every game's dealer presses round-end; a baccarat round is already complete with its last card,
+        # and the button on a completed round (also the shoe's last, after the cut card) raises no alarm.
+        await self.pads_frames(self.pads.round_end())
         await self.pads_frames(self.pads.clear())
         self.rounds.append(rnd)
         if self._rounds_left is not None:

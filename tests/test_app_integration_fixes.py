@@ -10,7 +10,8 @@ from pathlib import Path
 from machine_support import SHOE, Driver, baccarat_config
 
 from daemon.rules.cards import Card
-from drivers.events import Button, CardDrawn
+from daemon.table.machine import Phase
+from drivers.events import Button, CardDrawn, ShoeStatusKind
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,3 +53,39 @@ def test_a_real_gap_across_the_wrap_holds_the_round() -> None:
     assert (a.code, a.held, a.device) == ("SEQUENCE_GAP", True, SHOE)
     assert "99998 then 1" in a.text
     assert d.public_cards() == ["5H", "2C"]
+
+
+def test_round_end_on_a_completed_baccarat_round_is_a_normal_action() -> None:
+    """The dealer's round-end button after a baccarat round completed by its cards opens the next round
+    without an alarm, also on the shoe's last round after the cut card (the machine stays in shoe_end)."""
+    d = Driver(baccarat_config())
+    d.bet("1P", 1000)
+    d.cards("9H 3D KS KC")  # Player 9, Banker 3: natural, complete with the fourth card
+    assert d.machine.phase is Phase.COMPLETE
+    out = d.button(Button.ROUND_END)
+    assert d.codes(out) == []
+    assert (d.state.round, d.state.phase) == (2, "betting")
+    d.status(ShoeStatusKind.CUT_CARD)  # before round 2's first card: round 2 is the shoe's last
+    d.cards("9C 3H KD KH")
+    assert d.machine.phase is Phase.SHOE_END
+    before = len(d.emits)
+    out = d.button(Button.ROUND_END)
+    assert d.codes(out) == [] and "UNEXPECTED_BUTTON" not in d.codes()
+    assert d.machine.phase is Phase.SHOE_END and len(d.emits) == before  # nothing changes, nothing to publish
+    d.status(ShoeStatusKind.NEW_SHOE)
+    assert (d.state.shoe, d.state.round, d.state.phase) == (2, 1, "betting")
+
+
+def test_round_end_in_the_middle_of_a_baccarat_deal_is_an_alarm() -> None:
+    d = Driver(baccarat_config())
+    d.bet("1P", 1000)
+    d.cards("2H 3D")
+    out = d.button(Button.ROUND_END)  # two cards out: the initial deal is not done
+    assert d.codes(out) == ["UNEXPECTED_BUTTON"]
+    d.cards("3S 3C")  # Player 5, Banker 6: the Player's third card is due
+    out = d.button(Button.ROUND_END)
+    (a,) = d.alarms(out)
+    assert a.code == "UNEXPECTED_BUTTON" and "cards still due" in a.text
+    assert d.machine.phase is not Phase.COMPLETE and d.results() == []
+    d.card("KD")  # the third card completes the round as usual
+    assert d.machine.phase is Phase.COMPLETE and len(d.results()) == 1

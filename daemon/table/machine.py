@@ -589,7 +589,10 @@ class TableMachine:
             if phase is Phase.COMPLETE:
                 self._open_round()
                 return
-            self._alarm(AlarmCode.UNEXPECTED_BUTTON, f"round_end in phase {phase.value}")
+            if phase is Phase.SHOE_END and self._record.completed_ts is not None:
+                return  # the dealer closing the shoe's last round (baccarat ends by its cards): normal
+            due = " with cards still due" if phase in _IN_PLAY and game is not None else ""
+            self._alarm(AlarmCode.UNEXPECTED_BUTTON, f"round_end in phase {phase.value}{due}")
 
     def _on_shoe_status(self, ev: ShoeStatus) -> None:
         kind = ev.kind
