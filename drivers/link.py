@@ -22,6 +22,11 @@ changes on the daemon's queue and never exits because a device went away (issue 
 * **Reconnect and the codec**: the codec is ``reset()`` on each new connection (a partial frame from
   the old connection must not be glued to the new one) but keeps its sequence memory, so frames a device
   resends after a replug are dropped as duplicates and a real loss shows up as a gap.
+* **Duplicates re-acknowledged** (docs/protocol.md §3): when the codec drops a duplicate, the link sends
+  ``AK`` again for the last sequence number the host acknowledged (:meth:`DeviceLink.ack`, or the
+  auto-ack), because the earlier ``AK`` was probably lost. Never for a number not yet acknowledged: a
+  daemon that acknowledges only after journaling keeps that order (nothing is re-sent before the
+  first acknowledgement).
 """
 
 from __future__ import annotations
@@ -106,6 +111,9 @@ class DeviceLink:
         """Failed opens since construction."""
         self.dropped_sends = 0
         """Host-to-device frames dropped because the link was down."""
+        self.reacks = 0
+        """``AK`` frames re-sent because a duplicate arrived (protocol §3)."""
+        self._last_acked: int | None = None
 
     # -- public API -----------------------------------------------------------------------------------
 
@@ -142,7 +150,9 @@ class DeviceLink:
             _log.debug("link.send_dropped", device=self.name, url=self.url, size=len(data), cause=exc.cause)
 
     async def ack(self, seq: int) -> None:
-        """Acknowledge the device frame numbered ``seq`` (the codec's ack frame via :meth:`send`)."""
+        """Acknowledge the device frame numbered ``seq`` (the codec's ack frame via :meth:`send`); it is
+        the number re-acknowledged when a duplicate arrives later."""
+        self._last_acked = seq
         await self.send(self._codec.ack(seq))
 
     async def request_status(self) -> None:
@@ -267,6 +277,7 @@ class DeviceLink:
                 return exc.cause
             received += len(chunk)
             frames = self._codec.stats.frames
+            duplicates = self._codec.stats.duplicates
             events = self._codec.feed(chunk)
             for gap in self._codec.take_gaps():
                 _log.warning("link.sequence_gap", device=self.name, expected=gap.expected, got=gap.got)
@@ -283,9 +294,18 @@ class DeviceLink:
                 _log.warning("link.no_valid_frames", device=self.name, url=self.url, bytes=received,
                              baud=self.baud, message=f"{self.name}: {received} bytes from {self.url} but no "
                              f"valid frame: wrong baud rate (configured {self.baud}) or wrong protocol?")
+            if self._codec.stats.duplicates > duplicates and self._last_acked is not None:
+                # A resent frame the host already has: our AK was probably lost (protocol §3).
+                self.reacks += 1
+                _log.debug("link.reack", device=self.name, seq=self._last_acked)
+                try:
+                    await transport.write(self._codec.ack(self._last_acked))
+                except LinkLost as exc:
+                    return exc.cause
             for event in events:
                 await self._queue.put(event)
                 if self._auto_ack:
+                    self._last_acked = event.seq
                     try:
                         await transport.write(self._codec.ack(event.seq))
                     except LinkLost as exc:
