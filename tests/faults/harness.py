@@ -362,6 +362,12 @@ class Rig:
         """Start the daemon again (same config, journal and log)."""
         self.daemon.start()
 
+    async def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the latest daemon start has replayed its journal and installed its signal handlers
+        (its ``daemon_ready`` log line)."""
+        await wait_until(lambda: self.daemon.events("daemon_ready") >= self.daemon.starts, timeout,
+                         "the daemon to be ready")
+
     async def replug_devices(self) -> None:
         """Unplug and replug both simulated devices (used while the daemon is down): on the next host
         contact each resends every frame after the last one the daemon acknowledged."""
@@ -374,7 +380,14 @@ class Rig:
         def done() -> bool:
             ids = {r[1] for r in journal_rows(self.journal_dir)}
             return ids <= self.sub.distinct_ids()
-        await wait_until(done, timeout, "every journaled message at the subscriber", step=0.1)
+        try:
+            await wait_until(done, timeout, "every journaled message at the subscriber", step=0.1)
+        except AssertionError as exc:
+            got = self.sub.distinct_ids()
+            missing = [r for r in journal_rows(self.journal_dir) if r[1] not in got]
+            raise AssertionError(f"{exc}: {len(missing)} of them missing (seq, msg_id, channel, delivered): "
+                                 f"{missing[:10]}; subscriber connects {self.sub.connects}, "
+                                 f"received {len(self.sub.snapshot())}") from None
 
     def verify(self, scenario: str, *, complete_rounds: list[DealtRound] | None = None,
                partial: DealtRound | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -475,6 +488,11 @@ async def make_rig(tmp: Path, *, seed: int, via_proxy: bool = False, fsize: int 
     path.write_text(text)
     config = parse_config(text)
     sim = SimTable(config, dev, seed=seed, ack_timeout=ack_timeout)
+    for runner in (sim.shoe_runner, sim.pads_runner):
+        # After a replug the devices resend when the host's first bytes arrive (the status request a
+        # DeviceLink sends on opening), not blindly after 2 s: a daemon replaying its journal at start
+        # may open the port later than that, and pyserial flushes what was written before it opened.
+        runner.resend_fallback = 60.0
     await sim.start()
     sub = Subscriber(broker.host, broker.port, f"tablesense/{config.table}/#", f"faults-sub-{tmp.name}")
     await asyncio.to_thread(sub.start)
@@ -521,6 +539,10 @@ class Dealer:
             if self.gap:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), self.gap)
+
+    @property
+    def done(self) -> bool:
+        return self._task is not None and self._task.done()
 
     @property
     def failed(self) -> BaseException | None:

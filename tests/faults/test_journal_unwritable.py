@@ -1,0 +1,92 @@
+"""Scenario 6 (issue 5): the journal's disk becomes unwritable under a running daemon.
+
+The daemon runs with ``RLIMIT_FSIZE`` (set in the child before exec; its log goes through a pipe, so
+only the journal is limited): once the journal's files reach the limit every append fails as on a full
+disk. Settling must stop (the failed input is neither applied nor acknowledged, so the dealer cannot go
+on), with a critical log line and the failure in the retained status; nothing may be published that was
+not journaled; the journal must not be damaged: a daemon started without the limit opens it, takes the
+frames the devices resend, and everything journaled is delivered exactly once after de-duplication."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from daemon.broker import mosquitto_binary
+from simulators.dealer import DealtRound
+
+from .harness import Rig, journal_rows, wait_until
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(240),
+              pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")]
+
+LIMIT = 3_500_000
+"""Bytes any file of the daemon may reach: the WAL (checkpointed at 1,000 pages, ~4 MB) reaches it after a few rounds."""
+
+
+def track_round(rig: Rig) -> dict[str, Any]:
+    """Remember the round the dealer is in and the card it is dealing, even if the deal times out."""
+    sim = rig.sim
+    holder: dict[str, Any] = {}
+    original = sim._card
+
+    async def card(rnd: DealtRound, position: str) -> bool:
+        holder["round"] = rnd
+        holder["card"] = (position, sim.shoe.next_card)
+        return await original(rnd, position)
+
+    sim._card = card  # type: ignore[method-assign]
+    return holder
+
+
+def status_details(rig: Rig) -> list[str]:
+    return [str(g.body.get("detail", "")) for g in rig.sub.snapshot() if g.topic.endswith("/status")]
+
+
+async def test_journal_disk_unwritable(rigs: Callable[..., Awaitable[Rig]]) -> None:
+    rig = await rigs(seed=606, fsize=LIMIT, ack_timeout=5.0)
+    sim = rig.sim
+    holder = track_round(rig)
+    with pytest.raises(TimeoutError):  # the daemon stops acknowledging: settling has stopped
+        for _ in range(1000):
+            await sim.play_round()
+    stopped_after = len(sim.rounds)
+    assert stopped_after >= 3, "the limit was hit before the table was under way"
+    assert rig.daemon.running, "the daemon died on a full disk:\n" + rig.daemon.tail()
+    await wait_until(lambda: rig.daemon.events("journal_append_failed") >= 1, 10, "the critical log line")
+    failure = next(json.loads(line) for line in rig.daemon.text().splitlines()
+                   if '"event":"journal_append_failed"' in line)
+    assert failure["level"] == "critical"
+    rows_at_failure = len(journal_rows(rig.journal_dir))
+    await rig.settled_through_journal()
+    partial = holder.get("round")
+    partial = partial if partial is not None and partial not in sim.rounds else None
+    # While the disk stays full nothing new is journaled, so nothing new can be published.
+    assert len(journal_rows(rig.journal_dir)) == rows_at_failure
+    assert rig.sub.distinct_ids() == {r[1] for r in journal_rows(rig.journal_dir)}
+
+    # The failure reaches the floor through the retained status once the relay (re)connects.
+    rig.broker.stop()
+    rig.broker.start()
+    await wait_until(lambda: any("journal" in d for d in status_details(rig)), 60,
+                     "the journal failure in the retained status")
+    assert await rig.daemon.terminate() == 0  # SIGTERM with the journal unwritable: still a clean exit
+
+    # Space again: the journal is intact, a new daemon opens it and takes the devices' resends.
+    rig.daemon.fsize = None
+    await rig.replug_devices()
+    rig.restart_daemon()
+    for dev in (sim.shoe, sim.pads):
+        last = (dev.next_seq - 1) % 100_000
+        await wait_until(lambda d=dev, s=last: s in d.acked[-64:], 60, f"{dev.device} frames acknowledged")
+    await rig.settled_through_journal()
+    assert await rig.daemon.terminate() == 0
+    new_failures = rig.daemon.text().split('"event":"daemon_ready"')[-1].count("journal_append_failed")
+    assert new_failures == 0
+    rig.verify("journal_unwritable", complete_rounds=sim.rounds[:stopped_after], partial=partial,
+               extra={"fsize_limit": LIMIT, "rounds_before_disk_full": stopped_after,
+                      "journal_rows_at_failure": rows_at_failure,
+                      "critical_log_lines": rig.daemon.events("journal_append_failed")})

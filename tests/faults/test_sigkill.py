@@ -1,0 +1,64 @@
+"""Scenario 3 (issue 5): the daemon SIGKILLed at random moments across at least 200 rounds and restarted
+each time, while the simulated dealer carries on.
+
+A kill can land anywhere: mid-round, between the journal commit and the acknowledgement to the device,
+while the relay has publishes in flight. The simulated devices resend every frame after the last one the
+daemon acknowledged once the new daemon opens them (modelled by an unplug/replug while the daemon is
+down); the restarted daemon drops the resends it had already journaled, rebuilds the open round from the
+journal and re-publishes every undelivered row with its original ``msg_id``."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from daemon.broker import mosquitto_binary
+
+from .harness import Dealer, Rig, wait_until
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(400),
+              pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")]
+
+ROUNDS = 210
+KILLS = 15
+
+
+def acks(rig: Rig) -> int:
+    return len(rig.sim.shoe.acked) + len(rig.sim.pads.acked)
+
+
+async def test_sigkill_at_random_points(rigs: Callable[..., Awaitable[Rig]]) -> None:
+    rig = await rigs(seed=303, ack_timeout=60.0)
+    rng = random.Random(303)
+    dealer = Dealer(rig.sim, max_rounds=ROUNDS).start()
+    kills: list[int] = []  # rounds completed at each kill
+    mid_round = 0
+    # Random points: KILLS distinct rounds spread over the run, and within each a random number of frames
+    # acknowledged by the (re)started daemon (so a kill lands at a random phase of the round: bets,
+    # no-more-bets, any card, the clear), plus a random fraction of a frame's processing time.
+    for at_round in sorted(rng.sample(range(1, ROUNDS - 5), KILLS)):
+        await dealer.wait_rounds(at_round, 300)
+        frames = rng.randint(1, 25)
+        acked = acks(rig)
+        await wait_until(lambda a=acked, n=frames: acks(rig) >= a + n, 120,
+                         f"the daemon to acknowledge {frames} frames")
+        await asyncio.sleep(rng.uniform(0, 0.005))
+        assert rig.daemon.kill() == -9
+        kills.append(len(rig.sim.rounds))
+        mid_round += any(v > 0 for v in rig.sim.pads.bets.values())  # chips down: a round in progress
+        await rig.replug_devices()
+        rig.restart_daemon()
+    await dealer.wait_rounds(ROUNDS, 300)
+    await dealer.stop()
+    await rig.settled_through_journal()
+    await rig.wait_ready()
+    assert await rig.daemon.terminate() == 0
+    assert rig.daemon.exits == [-9] * len(kills) + [0]
+    alarms = [g.body["code"] for g in rig.sub.on("alarms")]
+    assert set(alarms) <= {"CUT_CARD"}, alarms  # no gap, no irregularity: the restarts lost nothing
+    rig.verify("sigkill_restart", extra={"kills": len(kills), "kill_after_rounds": kills, "kills_mid_round": mid_round,
+                                         "resent_frames": rig.sim.shoe_runner.resent + rig.sim.pads_runner.resent})
+    assert len(rig.sim.rounds) >= 200 and len(kills) >= 10
