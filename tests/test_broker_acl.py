@@ -27,6 +27,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 import pytest
@@ -390,3 +391,72 @@ async def test_certificate_listener_refuses_without_a_valid_client_certificate(b
     log = broker.log.read_text()
     assert "peer did not return a certificate" in log
     assert "certificate verify failed" in log
+
+
+# ------------------------------------------------------------------------------------ the daemon itself
+
+def daemon_config(b: Broker, tmp: Path) -> Any:
+    """Table bac-01 over TLS to the test broker as user table-bac-01 (credentials file mode 0600)."""
+    from daemon.config import parse_config
+    creds = tmp / "bac-01.credentials"
+    creds.write_text(f'username = "table-{T1}"\npassword = "{USERS[f"table-{T1}"]}"\n')
+    creds.chmod(0o600)
+    return parse_config(f"""
+table = "{T1}"
+game = "baccarat"
+decks = 8
+seats = ["1"]
+[commission]
+rate = "5%"
+[wagers.player]
+[wagers.perfect_pairs]
+[spots]
+"1P" = {{ seat = "1", bet = "player" }}
+"1PP" = {{ seat = "1", bet = "perfect_pairs", hand = "player" }}
+[mqtt]
+host = "127.0.0.1"
+port = {b.port}
+credentials_file = "{creds}"
+[mqtt.tls]
+ca_file = "{b.ca}"
+[journal]
+directory = "{tmp / 'journal'}"
+""")
+
+
+async def test_the_daemon_runs_within_its_acl_over_tls(broker: Broker, tmp_path: Path) -> None:
+    """`tablesense run`'s App as user table-bac-01 over verified TLS: its status is published (nothing
+    it writes is refused), a floor command with a v5 response topic under reply/ is answered with the
+    correlation data, and a reply to a topic outside its table is refused by the broker without
+    harming the daemon (the next command is still answered)."""
+    import json
+
+    from daemon.app import App
+    app = App(daemon_config(broker, tmp_path))
+    task = asyncio.create_task(app.run())
+    base = f"tablesense/{T1}"
+    try:
+        async with connected(client(broker, "floor")) as floor:
+            await floor.subscribe(f"{base}/#", qos=1)
+            got = await read_until(floor, lambda m: str(m.topic) == f"{base}/status"
+                                   and json.loads(m.payload)["state"] == "online")  # type: ignore[arg-type]
+            assert got
+            for reply_to, token in ((f"tablesense/floor-replies/{T1}", b"outside"),
+                                    (f"{base}/reply/floor", b"inside")):
+                props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+                props.ResponseTopic = reply_to
+                props.CorrelationData = token
+                await pub(floor, f"{base}/cmd/ack_alarm", b'{"operator": "supervisor 17", '
+                          b'"args": {"alarm": "9.9"}}', props)
+            got = await read_until(floor, lambda m: str(m.topic) == f"{base}/reply/floor")
+            reply = got[-1]
+            assert reply.properties is not None and reply.properties.CorrelationData == b"inside"
+            body = json.loads(reply.payload)  # type: ignore[arg-type]
+            assert body["ok"] is False and "9.9" in body["reason"]
+            assert not any(str(m.topic).startswith("tablesense/floor-replies") for m in got)
+        assert app.journal is not None and app.journal.pending_count() == 0
+    finally:
+        app.stop()
+        await asyncio.wait_for(task, 15)
+    log = broker.log.read_text()
+    assert f"Denied PUBLISH from tablesense-{T1}" in log and "tablesense/floor-replies" in log
