@@ -249,7 +249,10 @@ class App:
                 if _seq_behind(item.seq, last):
                     self.dropped_resends += 1
                     log.info("device_resend_dropped", device=item.device, seq=item.seq, last=last)
-                    return True  # already journaled: acknowledge it again
+                    link = self.links.get(item.device)
+                    if link is not None:  # already journaled: AK the last number accepted (protocol §3)
+                        await link.ack(last)
+                    return False
                 del self._resend_filter[item.device]
         async with self._commit_lock:
             inp = TimedInput(ts=now_iso(), event=item)

@@ -3,15 +3,24 @@ journal, refuses to settle on a damaged journal; the machine's sequence check ha
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+from link_support import wait_until
 from machine_support import SHOE, Driver, baccarat_config
+from test_link_reack import PtyDevice
 
+from daemon.app import App
+from daemon.broker import MosquittoBroker
+from daemon.config import parse_config
 from daemon.rules.cards import Card
 from daemon.table.machine import Phase
-from drivers.events import Button, CardDrawn, ShoeStatusKind
+from drivers.events import Button, CardDrawn, LinkState, ShoeStatusKind
+from simulators.dealer import sim_config_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,3 +98,42 @@ def test_round_end_in_the_middle_of_a_baccarat_deal_is_an_alarm() -> None:
     assert d.machine.phase is not Phase.COMPLETE and d.results() == []
     d.card("KD")  # the third card completes the round as usual
     assert d.machine.phase is Phase.COMPLETE and len(d.results()) == 1
+
+
+@contextlib.asynccontextmanager
+async def _running(app: App) -> AsyncIterator[App]:
+    """``app`` running in-process; stopped (exit status 0) on leaving."""
+    task = asyncio.create_task(app.run())
+    try:
+        await wait_until(lambda: app.links.get("shoe") is not None
+                         and app.links["shoe"].state is LinkState.ONLINE, "shoe link online")
+        yield app
+    finally:
+        app.stop()
+        assert await task == 0
+
+
+async def test_after_a_restart_resent_frames_are_answered_with_ak_for_the_last_journaled(
+        tmp_path: Path) -> None:
+    """A device that lost the AKs resends frames the journal already holds: the restarted app drops them
+    and answers with AK for the last number journaled (docs/protocol.md §3), not for each resent one."""
+    dev = PtyDevice()
+    dead = MosquittoBroker(tmp_path / "never-started")  # startup waits on no broker
+    text = sim_config_toml("baccarat", urls={"shoe": dev.path, "pads": str(tmp_path / "no-pads")},
+                           host=dead.host, port=dead.port, journal=tmp_path / "journal")
+    config = parse_config(text)
+    try:
+        async with _running(App(config)):
+            for seq, card in ((0, "QH"), (1, "QS"), (2, "3D")):
+                dev.send(seq, card)
+            await wait_until(lambda: 2 in dev.poll(), "frames journaled and acknowledged")
+        dev.acks.clear()
+        async with _running(App(config)) as again:
+            dev.send(1, "QS")  # AK 1 and 2 were lost: the device resends both
+            dev.send(2, "3D")
+            dev.send(3, "8C")
+            await wait_until(lambda: dev.poll()[-1:] == [3], "AK for the new frame")
+        assert dev.acks == [2, 2, 3]
+        assert again.dropped_resends == 2
+    finally:
+        dev.close()
