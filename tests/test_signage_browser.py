@@ -398,7 +398,15 @@ async def test_demo_shoe_end_to_end_on_the_page(broker: MosquittoBroker, page: P
         banners = await page.get_by_test_id("pair-banner").all_inner_texts()
         assert {b.split(" — ")[0] for b in banners} == expected
         assert all(" to 1" in b for b in banners)
-        await expect(page.get_by_test_id("phase")).to_have_text("complete")
+        # the last round's result stays on screen (also while the next round is open for betting)
+        player_total, banker_total = re.findall(r"P .*? =(\d) B .*? =(\d) -> ", out)[-1]
+        winner = dealt[-1][2]
+        if winner == "tie":
+            shown = f"Tie {player_total} – {banker_total}"
+        else:
+            w, lo = (banker_total, player_total) if winner == "banker" else (player_total, banker_total)
+            shown = f"{winner.capitalize()} wins {w} – {lo}"
+        await expect(page.get_by_test_id("outcome")).to_contain_text(shown)
         # the demo stopped its daemon cleanly: the retained status says offline
         notice = page.get_by_test_id("offline-notice")
         await expect(notice).to_have_text("Table offline", timeout=WAIT_MS)

@@ -83,9 +83,13 @@ def test_baccarat_pair_banner_from_settlement_with_its_odds() -> None:
         "banker", ("QH", "QH"), ("5D", "5S", "KC"), 0, 0 + 5 + 5 - 10, pp=True, bp=True))))
     texts = [x["text"] for x in v.banners()]
     assert texts == ["Player Perfect Pair — 25 to 1", "Banker Mixed Pair — 6 to 1"]
-    # the next round clears them
+    # while the next round is open for betting, players still read the last result and its banners
     v.handle("round", b(RoundState(table="T1", ts=TS, shoe=1, round=5, game="baccarat", phase="betting")))
-    assert v.banners() == [] and v.to_dict()["results"] is None
+    assert len(v.banners()) == 2 and v.to_dict()["last_round"] == 4 and v.to_dict()["round"] == 5
+    # the next round's first card clears them
+    v.handle("round", b(RoundState(table="T1", ts=TS, shoe=1, round=5, game="baccarat", phase="dealing",
+                                   cards=(PublicCard(index=1, card="2C", position="player"),))))
+    assert v.banners() == [] and v.to_dict()["results"] is None and v.to_dict()["last_round"] is None
 
 
 def test_blackjack_and_uth_banners_name_the_box_or_seat() -> None:

@@ -13,7 +13,7 @@ publishes one; otherwise the display lists the wagers and odds it has seen in se
 Pair-win banners ("Player Perfect Pair — 25 to 1") come from winning pair settlements (Perfect Pairs,
 58 Pa. Code § 627c.1; blackjack Perfect Pairs, seed 001; Ultimate Pairs, § 653b.5) and from the pairs in
 the round results (graded with :func:`daemon.rules.pairs.classify_pair`), with the odds from the table
-info or from a settlement of the same grade; they are cleared when the next round starts.
+info or from a settlement of the same grade; they stay while the next round is open for betting and are cleared by its first card.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ BET_LABELS = {"perfect_pairs": "Perfect Pairs", "ultimate_pairs": "Ultimate Pair
 _TOPIC_TYPES: dict[str, type[msgspec.Struct]] = {
     "status": TableStatus, "round": RoundState, "results": RoundResults, "settlements": SettlementMessage,
     "devices": DeviceStatus}
+
+_BETWEEN_DEALS = frozenset({"betting", "burn", "shoe_end"})
+"""Phases in which the previous round's results stay on screen (docs/state-machine.md phases)."""
 
 NOT_A_HIT = frozenset({"no_pair", "lose", "none", "ineligible", "void", ""})
 
@@ -151,7 +154,10 @@ class SignageView:
             self.devices[msg.name] = msg.state
         elif isinstance(msg, RoundState):
             self.game = msg.game
-            self._enter_round(msg.shoe, msg.round)
+            # betting on the next round keeps the last round's results and banners on screen; its first
+            # card (or any later phase) clears them
+            if msg.cards or msg.phase not in _BETWEEN_DEALS:
+                self._enter_round(msg.shoe, msg.round)
             self.round_state = data
             if not self.scoreboard_from_daemon:
                 board = self._local_board
@@ -175,7 +181,8 @@ class SignageView:
         return True
 
     def _enter_round(self, shoe: Any, rnd: Any) -> None:
-        """A message of a later round clears the previous round's settlements, results and banners."""
+        """A message of a later round clears the previous round's settlements, results and banners
+        (a round state only once that round is being dealt: players read the last result while betting)."""
         if rnd is None:
             return
         key = (shoe, rnd)
@@ -285,6 +292,8 @@ class SignageView:
             "void": bool(rs.get("void", False)),
             "cards_remaining": rs.get("cards_remaining"),
             "results": self.results,
+            "last_round": None if self.results is None or self.results.get("round") == rs.get("round")
+            else self.results.get("round"),
             "banners": self.banners(),
             "wagers": wagers,
             "wagers_source": source,

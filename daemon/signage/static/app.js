@@ -110,6 +110,10 @@ function renderRound(m) {
   }
   const res = m.results || {};
   const bac = res.baccarat || null;
+  if (!cards.length && bac) {
+    groups.set("player", (bac.player || []).slice());
+    groups.set("banker", (bac.banker || []).slice());
+  }
   if (!cards.length && res.boxes) {
     for (const box of res.boxes) groups.set(box.position, box.cards.slice());
     if (res.dealer && res.dealer.length) groups.set("dealer", res.dealer.slice());
@@ -139,13 +143,14 @@ function renderRound(m) {
   const outcome = $("outcome");
   outcome.className = "outcome";
   outcome.textContent = "";
+  const before = m.last_round !== null && m.last_round !== undefined ? `Round ${m.last_round}: ` : "";
   if (m.void || res.void) {
-    outcome.textContent = "Round void";
+    outcome.textContent = before + "Round void";
   } else if (bac) {
     outcome.classList.add(bac.winner);
-    outcome.textContent = bac.winner === "tie" ? `Tie ${bac.player_total} – ${bac.banker_total}`
+    outcome.textContent = before + (bac.winner === "tie" ? `Tie ${bac.player_total} – ${bac.banker_total}`
       : `${bac.winner === "banker" ? "Banker" : "Player"} wins ${bac[bac.winner + "_total"]} – ` +
-        `${bac[(bac.winner === "banker" ? "player" : "banker") + "_total"]}`;
+        `${bac[(bac.winner === "banker" ? "player" : "banker") + "_total"]}`);
   }
   outcome.dataset.winner = bac && !res.void ? bac.winner : "";
 
