@@ -13,7 +13,8 @@ publishes one; otherwise the display lists the wagers and odds it has seen in se
 Pair-win banners ("Player Perfect Pair — 25 to 1") come from winning pair settlements (Perfect Pairs,
 58 Pa. Code § 627c.1; blackjack Perfect Pairs, seed 001; Ultimate Pairs, § 653b.5) and from the pairs in
 the round results (graded with :func:`daemon.rules.pairs.classify_pair`), with the odds from the table
-info or from a settlement of the same grade; they stay while the next round is open for betting and are cleared by its first card.
+info or from a settlement of the same grade; they stay while the next round is open for betting and
+are cleared by its first card.
 """
 
 from __future__ import annotations
