@@ -21,6 +21,11 @@ after :meth:`Journal.last_device_seq`, within a resend window) are dropped; anyt
 machine, which raises ``SEQUENCE_GAP`` and holds the round when the device's numbers skipped (cards
 dealt while tablesense was down).
 
+Retention: every :data:`PRUNE_EVERY_ROUNDS` completed rounds (a floor record journaled) the input task
+calls :meth:`Journal.prune` in a worker thread, after acknowledging the input that completed the round;
+the journal keeps the config's ``journal.retention_rounds`` (at least the current round and the 9
+before it for recall) and ``journal.retention_days``, every undelivered row and what replay needs.
+
 If the journal cannot be written, the input is not applied (the machine is rebuilt from the journal, so
 its state never runs ahead of what is durable), nothing unjournaled is published, and the failure is
 logged as critical and shown in the retained status (``detail``); the next input tries again.
@@ -43,6 +48,7 @@ import msgspec
 from daemon import sdnotify
 from daemon.config import TableConfig
 from daemon.journal import Journal, JournalDamaged, JournalUnwritable
+from daemon.journal.store import ROUND_COMPLETE_SCHEMAS, message_schema
 from daemon.logging import bind_round, bind_table, get_logger
 from daemon.messages import TableStatus, encode_message
 from daemon.mqtt import CommandRequest, MqttSettings, Relay, load_credentials, tls_context
@@ -52,9 +58,13 @@ from drivers.events import DeviceEvent, DeviceState, SpotChanged
 from drivers.link import DeviceLink
 from drivers.protocols.tsref import SEQ_MODULUS
 
-__all__ = ["App", "StartupError", "mqtt_settings", "now_iso"]
+__all__ = ["PRUNE_EVERY_ROUNDS", "App", "StartupError", "mqtt_settings", "now_iso"]
 
 log = get_logger(component="app")
+
+PRUNE_EVERY_ROUNDS = 10
+"""Completed rounds between two :meth:`Journal.prune` calls (each deletes whole rounds in one
+transaction; pruning every round would only add work)."""
 
 RESEND_WINDOW = 64
 """After a restart, a device's first frames numbered at or before the journal's last sequence number for
@@ -130,6 +140,9 @@ class App:
         self.inputs = 0
         self.dropped_resends = 0
         self.journal_failures = 0
+        self.prunes = 0
+        """:meth:`Journal.prune` calls made (tests)."""
+        self._rounds_since_prune = 0
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -145,7 +158,9 @@ class App:
             except CredentialsError as exc:
                 raise StartupError(str(exc)) from None
         try:
-            self.journal = Journal(cfg.journal.directory, cfg.table)
+            self.journal = Journal(cfg.journal.directory, cfg.table,
+                                   retention_rounds=cfg.journal.retention_rounds,
+                                   retention_days=float(cfg.journal.retention_days))
         except (JournalDamaged, JournalUnwritable) as exc:
             raise StartupError(str(exc)) from None
         self.machine = self._rebuilt_machine()
@@ -240,6 +255,7 @@ class App:
                 link = self.links.get(item.device)
                 if link is not None:
                     await link.ack(seq)
+            await self._prune_if_due()
 
     async def _process_device(self, item: DeviceEvent | DeviceState) -> bool:
         """Apply one device item; ``False`` when it was dropped or could not be journaled."""
@@ -269,7 +285,21 @@ class App:
             reply, emits = self.machine.handle_command(inp)
             if not await self._journal(inp, emits):
                 return False, "journal unwritable: command not applied"
+        await self._prune_if_due()
         return reply.ok, reply.reason
+
+    async def _prune_if_due(self) -> None:
+        """Prune the journal (in a worker thread) once :data:`PRUNE_EVERY_ROUNDS` rounds completed."""
+        if self._rounds_since_prune < PRUNE_EVERY_ROUNDS or self.journal is None:
+            return
+        self._rounds_since_prune = 0
+        try:
+            deleted = await asyncio.to_thread(self.journal.prune)
+        except (JournalUnwritable, JournalDamaged) as exc:
+            log.error("journal_prune_failed", error=str(exc))
+            return
+        self.prunes += 1
+        log.info("journal_pruned", rows=deleted)
 
     async def _journal(self, inp: TimedInput, emits: Iterable[Emit]) -> bool:
         """Append ``inp`` and its messages in one transaction, in a worker thread so the loop (and the
@@ -292,6 +322,7 @@ class App:
             self._status_detail = ""
             log.warning("journal_writable_again")
         self.inputs += 1
+        self._rounds_since_prune += sum(message_schema(e.message) in ROUND_COMPLETE_SCHEMAS for e in emits)
         for e in emits:
             shoe, rnd = getattr(e.message, "shoe", None), getattr(e.message, "round", None)
             if rnd is not None:

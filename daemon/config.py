@@ -142,9 +142,16 @@ class MqttConfig(_Strict, frozen=True):
 
 
 class JournalConfig(_Strict, frozen=True):
-    """Where the SQLite journal lives and how long delivered rows are kept (issue 5)."""
+    """Where the SQLite journal lives and how long delivered rows are kept (issue 5).
+
+    ``retention_rounds``: complete rounds always kept (at least 10: game recall shows the current round
+    and the 9 before it, devices-and-standards.md §3.2, Fla. Admin. Code 75-14.043). ``retention_days``:
+    a round older than that is deleted only once it also ended more than this many days ago (0: by
+    round count alone). Undelivered rows are never deleted (:meth:`daemon.journal.Journal.prune`).
+    """
 
     directory: str = "/var/lib/tablesense"
+    retention_rounds: int = 1000
     retention_days: int = 90
 
 
@@ -536,8 +543,11 @@ def _validate_mqtt(cfg: TableConfig) -> None:
 def _validate_misc(cfg: TableConfig) -> None:
     if not cfg.journal.directory.strip():
         raise _err("journal.directory", "empty")
-    if cfg.journal.retention_days < 1:
-        raise _err("journal.retention_days", f"{cfg.journal.retention_days} must be at least 1")
+    if cfg.journal.retention_days < 0:
+        raise _err("journal.retention_days", f"{cfg.journal.retention_days} must be 0 or more")
+    if cfg.journal.retention_rounds < 10:
+        raise _err("journal.retention_rounds", f"{cfg.journal.retention_rounds} must be at least 10 (game "
+                   "recall keeps the current round and the 9 before it)")
     b = cfg.burn
     if b.mode == "fixed" and not 1 <= b.count <= 52 * cfg.shoe_decks:
         raise _err("burn.count", f"{b.count} must be 1 to {52 * cfg.shoe_decks} with mode 'fixed'")

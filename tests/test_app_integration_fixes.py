@@ -5,21 +5,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 from link_support import wait_until
 from machine_support import SHOE, Driver, baccarat_config
 from test_link_reack import PtyDevice
 
-from daemon.app import App
+from daemon.app import PRUNE_EVERY_ROUNDS, App
 from daemon.broker import MosquittoBroker
-from daemon.config import parse_config
-from daemon.rules.cards import Card
+from daemon.config import ConfigError, parse_config
+from daemon.journal import open_for_recall
+from daemon.rules.baccarat import next_card_hand
+from daemon.rules.cards import Card, Rank, Suit
 from daemon.table.machine import Phase
-from drivers.events import Button, CardDrawn, LinkState, ShoeStatusKind
+from drivers.events import (
+    Button,
+    CardDrawn,
+    DealerButton,
+    LinkState,
+    ShoeStatus,
+    ShoeStatusKind,
+    SpotChanged,
+    SpotState,
+)
 from simulators.dealer import sim_config_toml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,3 +151,127 @@ async def test_after_a_restart_resent_frames_are_answered_with_ak_for_the_last_j
         assert again.dropped_resends == 2
     finally:
         dev.close()
+
+
+ROUNDS_PER_SHOE = 12
+
+
+class ScriptedTable:
+    """Baccarat rounds as device events (the events a shoe and bet pads would send), fed straight to the
+    app's input queue: a bet, no more bets, the cards the rules call for, round-end, chips cleared; a new
+    shoe every :data:`ROUNDS_PER_SHOE` rounds with the cut card before the shoe's last round."""
+
+    def __init__(self, app: App, seed: int = 5) -> None:
+        self.app = app
+        self.rng = random.Random(seed)
+        self.seq = {"shoe": 0, "pads": 0}
+        self.fed = 0
+        self.shoes = 0
+        self.dealt: list[str] = []
+        self._cards: list[Card] = []
+        self._round = 0
+
+    def _next(self, device: str) -> int:
+        self.seq[device] += 1
+        return self.seq[device]
+
+    async def _put(self, event: object) -> None:
+        await self.app.queue.put(event)  # type: ignore[arg-type]
+        self.fed += 1
+
+    async def new_shoe(self) -> None:
+        self.shoes += 1
+        self._round = 0
+        self._cards = [Card(rank, suit) for rank in Rank for suit in Suit] * 8
+        self.rng.shuffle(self._cards)
+        await self._put(ShoeStatus("shoe", self._next("shoe"), ShoeStatusKind.NEW_SHOE))
+
+    async def round(self) -> None:
+        if self.shoes == 0 or self._round == ROUNDS_PER_SHOE:
+            await self.new_shoe()
+        self._round += 1
+        if self._round == ROUNDS_PER_SHOE:  # this round is the shoe's last
+            await self._put(ShoeStatus("shoe", self._next("shoe"), ShoeStatusKind.CUT_CARD))
+        await self._put(SpotChanged("pads", self._next("pads"), "1P", SpotState.PLACED, 2000))
+        await self._put(DealerButton("pads", self._next("pads"), Button.NO_MORE_BETS))
+        cards: list[Card] = []
+        while next_card_hand(cards) is not None:
+            cards.append(self._cards.pop())
+            await self._put(CardDrawn("shoe", self._next("shoe"), cards[-1]))
+        await self._put(DealerButton("pads", self._next("pads"), Button.ROUND_END))
+        await self._put(SpotChanged("pads", self._next("pads"), "1P", SpotState.EMPTY, None))
+        self.dealt.append(f"{self.shoes}-{self._round}")
+
+    async def settled(self) -> None:
+        """Every input fed is journaled and every message acknowledged by the broker."""
+        journal = self.app.journal
+        assert journal is not None
+        await wait_until(lambda: self.app.queue.empty() and self.app.inputs >= self.fed
+                         and journal.pending_count() == 0, "inputs journaled and delivered", bound=60)
+
+
+def _kept(directory: Path) -> tuple[int, int, int]:
+    """Rounds, outbox rows and inputs the journal file holds (read-only connection, as recall reads)."""
+    conn = sqlite3.connect(f"file:{directory / 'journal.sqlite'}?mode=ro", uri=True)
+    try:
+        return tuple(int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])  # type: ignore[return-value]
+                     for t in ("rounds", "outbox", "inputs"))
+    finally:
+        conn.close()
+
+
+async def test_a_long_run_keeps_the_journal_bounded_and_recall_has_the_last_10_rounds(tmp_path: Path) -> None:
+    """150 rounds over 13 shoes with ``retention_rounds = 10``, ``retention_days = 0``: the app prunes every
+    10 completed rounds, so what the journal holds stops growing (bounded by the retention, the replay's
+    two shoes and the pruning interval; sizes taken after 48, 96 and 144 rounds, the same point of a
+    shoe), and recall still shows the current round and the 9 before it."""
+    broker = MosquittoBroker(tmp_path / "broker")
+    broker.start()
+    try:
+        text = sim_config_toml("baccarat", urls={"shoe": str(tmp_path / "no-shoe"),
+                                                 "pads": str(tmp_path / "no-pads")},
+                               host=broker.host, port=broker.port, journal=tmp_path / "journal")
+        text = text.replace('[journal]\n', '[journal]\nretention_rounds = 10\nretention_days = 0\n')
+        config = parse_config(text)
+        assert (config.journal.retention_rounds, config.journal.retention_days) == (10, 0)
+        app = App(config)
+        app.open()
+        task = asyncio.create_task(app.run())
+        table = ScriptedTable(app)
+        bound = 10 + 2 * ROUNDS_PER_SHOE + PRUNE_EVERY_ROUNDS + 1  # rounds the journal may hold
+        sizes = []
+        try:
+            for n in range(150):
+                await table.round()
+                if (n + 1) % (4 * ROUNDS_PER_SHOE) == 0:  # the same point of a shoe: 48, 96, 144
+                    await table.settled()
+                    sizes.append(_kept(tmp_path / "journal"))
+            await table.settled()
+        finally:
+            app.stop()
+            assert await task == 0
+        written = app.journal.last_seq if app.journal else 0
+    finally:
+        broker.stop()
+    print(f"kept (rounds, outbox rows, inputs) after 48/96/144 rounds: {sizes}; "
+          f"outbox rows written {written}; prunes {app.prunes}")
+    assert app.prunes >= 14
+    assert all(rounds <= bound for rounds, _, _ in sizes), sizes
+    # the same point of a shoe, 96 rounds later: no more outbox rows and inputs kept (a pad input of a
+    # pruned round once leaked, one per shoe)
+    assert sizes[2][1] <= sizes[0][1] + 2 and sizes[2][2] <= sizes[0][2] + 2, sizes
+    assert sizes[2][1] < written / 2
+    with open_for_recall(tmp_path / "journal") as reader:
+        records = reader.rounds(10)
+    assert [r.round_id for r in records[:-1]] == table.dealt[-9:]
+    assert all(r.status == "complete" and r.settlements for r in records[:-1])
+    assert records[-1].status == "open"  # the current round: opened for betting after the last round-end
+
+
+def test_retention_rounds_below_recall_is_a_config_error() -> None:
+    text = sim_config_toml("baccarat", urls={"shoe": "/dev/null"}, host="127.0.0.1", port=1883,
+                           journal="/tmp/never-created")
+    with pytest.raises(ConfigError, match=r"journal\.retention_rounds.*at least 10"):
+        parse_config(text.replace('[journal]\n', '[journal]\nretention_rounds = 9\n'))
+    with pytest.raises(ConfigError, match=r"journal\.retention_days"):
+        parse_config(text.replace('[journal]\n', '[journal]\nretention_days = -1\n'))

@@ -629,9 +629,9 @@ class Journal:
                 deleted += conn.execute(
                     "DELETE FROM outbox WHERE round_ref IS NULL AND row_id < ? AND delivered_at IS NOT NULL "
                     f"AND row_id NOT IN ({_LATEST_RETAINED})", (keep_row,)).rowcount
-                deleted += conn.execute(
-                    f"DELETE FROM inputs WHERE round_ref IS NULL AND id < ? AND {_NOT_PADS}",
-                    (keep_input,)).rowcount
+                deleted += conn.execute(  # also a pad input a deleted round kept while it anchored the pads
+                    "DELETE FROM inputs WHERE (round_ref IS NULL OR round_ref NOT IN "
+                    f"(SELECT id FROM rounds)) AND id < ? AND {_NOT_PADS}", (keep_input,)).rowcount
                 conn.execute("COMMIT")
                 return deleted
             except sqlite3.Error as exc:
