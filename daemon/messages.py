@@ -9,7 +9,8 @@ left ``0``/``""`` by the round state machine and assigned by the journal with
 
 Topics (issue 4): ``{prefix}/{table}/status`` :class:`TableStatus`, ``round`` :class:`RoundState`,
 ``results`` :class:`RoundResults`, ``settlements`` :class:`SettlementMessage`, ``alarms``
-:class:`AlarmMessage`, ``devices/{name}`` :class:`DeviceStatus`, ``floor/rounds`` :class:`FloorRound`.
+:class:`AlarmMessage`, ``devices/{name}`` :class:`DeviceStatus`, ``floor/rounds`` :class:`FloorRound`,
+``info`` :class:`TableInfo` (retained) and ``scoreboard`` :class:`ScoreboardMessage` (retained, baccarat).
 Only :class:`FloorRound` may carry a face-down card (the information barrier, issue 4 and 6); the
 state machine decides what is public in one place (:mod:`daemon.table.barrier`).
 
@@ -19,28 +20,43 @@ version (ecosystem.md §7.4).
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 import msgspec
 
 __all__ = [
+    "GRID_ROWS",
+    "SCOREBOARD_SCHEMA",
     "AlarmMessage",
     "AlarmRecord",
     "BaccaratOutcome",
+    "BeadCell",
+    "BigRoadCell",
     "BoxResult",
     "CardRecord",
     "CommandRecord",
+    "DerivedCell",
     "DeviceStatus",
     "FloorRound",
+    "MarkColour",
     "Message",
+    "PaytableLine",
     "PublicCard",
+    "Roads",
     "RoundResults",
     "RoundState",
+    "ScoreboardMessage",
     "SettlementMessage",
     "SettlementRecord",
+    "ShoeStats",
     "SpotChangeRecord",
+    "SpotInfo",
+    "TableInfo",
     "TableStatus",
+    "WagerInfo",
     "WagerRecord",
+    "Winner",
     "decode_message",
     "encode_message",
     "message_types",
@@ -375,11 +391,188 @@ class FloorRound(Message, frozen=True, tag="tablesense.floor_round"):
     completed_ts: str | None = None
 
 
+# --- table info (signage) -------------------------------------------------------------------------
+
+
+class PaytableLine(msgspec.Struct, kw_only=True, frozen=True):
+    """One line of a wager's paytable as signage shows it.
+
+    Attributes:
+        category: what wins, e.g. ``perfect_pair``, ``tie`` (``paytable`` when only the paytable's name is
+            known).
+        label: the category for people, e.g. ``"Perfect Pair"``.
+        odds: e.g. ``"25 to 1"`` (exact, from the rules core), or the paytable's name.
+    """
+
+    category: str
+    label: str
+    odds: str
+
+
+class WagerInfo(msgspec.Struct, kw_only=True, frozen=True):
+    """A wager the table offers, with its paytable and its table limits (integer minor units)."""
+
+    bet: str
+    label: str
+    paytable_name: str | None = None
+    paytable: tuple[PaytableLine, ...] = ()
+    min: int
+    max: int
+
+
+class SpotInfo(msgspec.Struct, kw_only=True, frozen=True):
+    """A bet-pad spot: the seat (box), the wager and, for baccarat hand wagers, the hand it stands for."""
+
+    spot: str
+    seat: str
+    bet: str
+    hand: str | None = None
+
+
+class TableInfo(Message, frozen=True, tag="tablesense.table_info"):
+    """Retained public description of the table on ``{prefix}/{table}/info``, for signage: what is
+    offered and at what limits. Published at start and at every new shoe. Public data only: no devices,
+    broker, journal or credentials.
+
+    Attributes:
+        game: ``baccarat``, ``ez-baccarat``, ``blackjack`` or ``uth``.
+        decks: decks in the shoe.
+        currency: ISO 4217 code, e.g. ``"EUR"``; ``minor_unit``: digits of the minor unit (2: cents).
+        wagers: the side wagers offered (Perfect Pairs, Tie, Dragon 7 ...), with paytable and limits.
+        main_wagers: the main wagers (Player, Banker, blackjack, Ante), with their limits.
+        commission: the Banker commission rate, e.g. ``"5%"`` (baccarat with commission), else ``None``.
+        seats: the seats (boxes) in order; spots: the bet-pad spots and what each stands for.
+    """
+
+    game: str
+    decks: int
+    currency: str
+    minor_unit: int
+    wagers: tuple[WagerInfo, ...] = ()
+    main_wagers: tuple[WagerInfo, ...] = ()
+    commission: str | None = None
+    seats: tuple[str, ...] = ()
+    spots: tuple[SpotInfo, ...] = ()
+
+
+# --- the baccarat scoreboard (daemon.scoreboard builds it) ----------------------------------------
+
+GRID_ROWS = 6
+"""Rows of every road's drawn grid (rules.md §5.2: bead plate and Big Road are 6 rows high)."""
+
+SCOREBOARD_SCHEMA = "tablesense.scoreboard"
+"""Schema name (the ``schema`` tag) of :class:`ScoreboardMessage`."""
+
+
+class Winner(StrEnum):
+    """The result of a baccarat round as the scoreboard records it."""
+
+    BANKER = "banker"
+    PLAYER = "player"
+    TIE = "tie"
+
+
+class MarkColour(StrEnum):
+    """Colour of a derived-road mark: red = regular/repeating, blue = irregular (rules.md §5.2)."""
+
+    RED = "red"
+    BLUE = "blue"
+
+
+
+class BeadCell(msgspec.Struct, frozen=True, kw_only=True):
+    """One bead-plate cell: one round, ties included. ``total`` is the winning (or tied) point count."""
+
+    col: int
+    row: int
+    result: Winner
+    player_pair: bool = False
+    banker_pair: bool = False
+    natural: bool = False
+    total: int | None = None
+    round: int | None = None
+
+
+class BigRoadCell(msgspec.Struct, frozen=True, kw_only=True):
+    """One Big Road cell (a Banker or Player win).
+
+    ``col``/``row`` are the drawn position; ``streak`` (1-based logical column) and ``depth`` (1-based
+    logical row within the streak) are what the derived roads use. ``ties`` counts the ties drawn as a
+    green slash through this cell (ties after it, plus leading ties for the first cell).
+    """
+
+    col: int
+    row: int
+    winner: Winner
+    streak: int
+    depth: int
+    ties: int = 0
+    player_pair: bool = False
+    banker_pair: bool = False
+    natural: bool = False
+    round: int | None = None
+
+
+class DerivedCell(msgspec.Struct, frozen=True, kw_only=True):
+    """One mark of a derived road; ``big_road_streak``/``big_road_depth`` name the Big Road cell it marks."""
+
+    col: int
+    row: int
+    colour: MarkColour
+    big_road_streak: int
+    big_road_depth: int
+
+
+class ShoeStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Counts over the shoe's non-void rounds; ``cards_remaining`` is ``None`` when unknown."""
+
+    rounds: int = 0
+    banker: int = 0
+    player: int = 0
+    tie: int = 0
+    player_pair: int = 0
+    banker_pair: int = 0
+    naturals: int = 0
+    cards_remaining: int | None = None
+
+
+class Roads(msgspec.Struct, frozen=True, kw_only=True):
+    """The whole scoreboard of one shoe: the five roads and the shoe statistics.
+
+    ``rows`` is the grid height (6). ``leading_ties`` is the number of ties before the first Banker or
+    Player result (also counted on the first Big Road cell once it exists).
+    """
+
+    shoe: int | None = None
+    rows: int = GRID_ROWS
+    bead_plate: list[BeadCell] = msgspec.field(default_factory=list)
+    big_road: list[BigRoadCell] = msgspec.field(default_factory=list)
+    big_eye_boy: list[DerivedCell] = msgspec.field(default_factory=list)
+    small_road: list[DerivedCell] = msgspec.field(default_factory=list)
+    cockroach_pig: list[DerivedCell] = msgspec.field(default_factory=list)
+    leading_ties: int = 0
+    stats: ShoeStats = msgspec.field(default_factory=ShoeStats)
+
+
+class ScoreboardMessage(Message, frozen=True, tag=SCOREBOARD_SCHEMA):
+    """The retained message on ``{prefix}/{table}/scoreboard`` (schema ``tablesense.scoreboard``).
+
+    The envelope (``version``, ``table``, ``seq``, ``msg_id``, ``ts``, ``shoe``, ``round``) is the daemon's
+    common :class:`Message` header; ``round`` is the round whose results caused it (the last
+    round on the board unless that one was void; ``None`` for the empty board of a new shoe); ``roads`` is
+    the whole board (:class:`Roads`). The state machine publishes it retained after every baccarat round
+    and at every new shoe.
+    """
+
+    roads: Roads
+
+
 _MESSAGE_TYPES: tuple[type[Message], ...] = (
-    TableStatus, RoundState, RoundResults, SettlementMessage, AlarmMessage, DeviceStatus, FloorRound)
+    TableStatus, RoundState, RoundResults, SettlementMessage, AlarmMessage, DeviceStatus, FloorRound,
+    TableInfo, ScoreboardMessage)
 
 AnyMessage = (TableStatus | RoundState | RoundResults | SettlementMessage | AlarmMessage | DeviceStatus
-              | FloorRound)
+              | FloorRound | TableInfo | ScoreboardMessage)
 """Tagged union of every published message (decode by its ``schema`` field)."""
 
 _ENCODER = msgspec.json.Encoder()

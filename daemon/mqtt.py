@@ -83,6 +83,8 @@ CHANNEL_TOPICS: dict[str, str] = {
     "devices": "devices",
     "floor_rounds": "floor/rounds",
     "floor/rounds": "floor/rounds",
+    "scoreboard": "scoreboard",
+    "info": "info",
 }
 """Outbox channel name (the machine's ``Channel`` value, lower case) -> topic suffix under the table."""
 
@@ -210,8 +212,8 @@ class Topics:
     """The topic map of one table under ``{prefix}/{table}/`` (issue 4, "MQTT").
 
     ``status`` (retained availability, also the will), ``round`` (retained), ``results``,
-    ``settlements``, ``alarms``, ``devices/{name}`` (retained), ``floor/rounds``, and commands on
-    ``cmd/{name}``.
+    ``settlements``, ``alarms``, ``devices/{name}`` (retained), ``scoreboard`` (retained, baccarat roads),
+    ``info`` (retained table info), ``floor/rounds``, and commands on ``cmd/{name}``.
     """
 
     def __init__(self, prefix: str, table: str) -> None:
@@ -229,8 +231,8 @@ class Topics:
 
     def public_filters(self) -> list[str]:
         """Subscription filters for every topic signage may read (everything but ``floor/`` and ``cmd/``)."""
-        return [f"{self.base}/{s}" for s in ("status", "round", "results", "settlements", "alarms")] + [
-            f"{self.base}/devices/+"]
+        names = ("status", "round", "results", "settlements", "alarms", "scoreboard", "info")
+        return [f"{self.base}/{s}" for s in names] + [f"{self.base}/devices/+"]
 
     def command_name(self, topic: str) -> str | None:
         """The command name of a ``cmd/{name}`` topic, else ``None``."""

@@ -24,17 +24,31 @@ rules, the Gamicorp bead-plate rules, 138qiu's Big Road description and toewaili
 
 Coordinates in the snapshot are the *drawn* grid: ``col`` from 0 (leftmost) to the right without bound
 (a display shows the last columns that fit), ``row`` 0 (top) to 5 (bottom).
+
+The message models (:class:`Roads`, its cells, :class:`ScoreboardMessage`) are defined with every other
+published message in :mod:`daemon.messages` (one definition, one generated JSON Schema) and re-exported here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import msgspec
 
-from daemon.messages import Message, RoundResults
+from daemon.messages import (
+    GRID_ROWS,
+    SCOREBOARD_SCHEMA,
+    BeadCell,
+    BigRoadCell,
+    DerivedCell,
+    MarkColour,
+    Roads,
+    RoundResults,
+    ScoreboardMessage,
+    ShoeStats,
+    Winner,
+)
 
 __all__ = [
     "DERIVED_ROADS",
@@ -53,29 +67,8 @@ __all__ = [
     "derived_colour",
 ]
 
-GRID_ROWS = 6
-"""Rows of every road's drawn grid (rules.md §5.2: bead plate and Big Road are 6 rows high)."""
-
-SCOREBOARD_SCHEMA = "tablesense.scoreboard"
-"""Schema name (the ``schema`` tag) of :class:`ScoreboardMessage`."""
-
 DERIVED_ROADS: dict[str, int] = {"big_eye_boy": 1, "small_road": 2, "cockroach_pig": 3}
 """Derived road name -> offset k (rules.md §5.2: Big Eye Boy k=1, Small Road k=2, Cockroach Pig k=3)."""
-
-
-class Winner(StrEnum):
-    """The result of a baccarat round as the scoreboard records it."""
-
-    BANKER = "banker"
-    PLAYER = "player"
-    TIE = "tie"
-
-
-class MarkColour(StrEnum):
-    """Colour of a derived-road mark: red = regular/repeating, blue = irregular (rules.md §5.2)."""
-
-    RED = "red"
-    BLUE = "blue"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,91 +111,6 @@ class RoundOutcome:
                    natural=bac.player_natural or bac.banker_natural, player_total=bac.player_total,
                    banker_total=bac.banker_total, shoe=results.shoe, round=results.round,
                    void=results.void)
-
-
-class BeadCell(msgspec.Struct, frozen=True, kw_only=True):
-    """One bead-plate cell: one round, ties included. ``total`` is the winning (or tied) point count."""
-
-    col: int
-    row: int
-    result: Winner
-    player_pair: bool = False
-    banker_pair: bool = False
-    natural: bool = False
-    total: int | None = None
-    round: int | None = None
-
-
-class BigRoadCell(msgspec.Struct, frozen=True, kw_only=True):
-    """One Big Road cell (a Banker or Player win).
-
-    ``col``/``row`` are the drawn position; ``streak`` (1-based logical column) and ``depth`` (1-based
-    logical row within the streak) are what the derived roads use. ``ties`` counts the ties drawn as a
-    green slash through this cell (ties after it, plus leading ties for the first cell).
-    """
-
-    col: int
-    row: int
-    winner: Winner
-    streak: int
-    depth: int
-    ties: int = 0
-    player_pair: bool = False
-    banker_pair: bool = False
-    natural: bool = False
-    round: int | None = None
-
-
-class DerivedCell(msgspec.Struct, frozen=True, kw_only=True):
-    """One mark of a derived road; ``big_road_streak``/``big_road_depth`` name the Big Road cell it marks."""
-
-    col: int
-    row: int
-    colour: MarkColour
-    big_road_streak: int
-    big_road_depth: int
-
-
-class ShoeStats(msgspec.Struct, frozen=True, kw_only=True):
-    """Counts over the shoe's non-void rounds; ``cards_remaining`` is ``None`` when unknown."""
-
-    rounds: int = 0
-    banker: int = 0
-    player: int = 0
-    tie: int = 0
-    player_pair: int = 0
-    banker_pair: int = 0
-    naturals: int = 0
-    cards_remaining: int | None = None
-
-
-class Roads(msgspec.Struct, frozen=True, kw_only=True):
-    """The whole scoreboard of one shoe: the five roads and the shoe statistics.
-
-    ``rows`` is the grid height (6). ``leading_ties`` is the number of ties before the first Banker or
-    Player result (also counted on the first Big Road cell once it exists).
-    """
-
-    shoe: int | None = None
-    rows: int = GRID_ROWS
-    bead_plate: list[BeadCell] = msgspec.field(default_factory=list)
-    big_road: list[BigRoadCell] = msgspec.field(default_factory=list)
-    big_eye_boy: list[DerivedCell] = msgspec.field(default_factory=list)
-    small_road: list[DerivedCell] = msgspec.field(default_factory=list)
-    cockroach_pig: list[DerivedCell] = msgspec.field(default_factory=list)
-    leading_ties: int = 0
-    stats: ShoeStats = msgspec.field(default_factory=ShoeStats)
-
-
-class ScoreboardMessage(Message, frozen=True, tag=SCOREBOARD_SCHEMA):
-    """The retained message on ``{prefix}/{table}/scoreboard`` (schema ``tablesense.scoreboard``).
-
-    The envelope (``version``, ``table``, ``seq``, ``msg_id``, ``ts``, ``shoe``, ``round``) is the daemon's
-    common :class:`daemon.messages.Message` header; ``round`` is the last round on the board; ``roads`` is
-    the whole board (:class:`Roads`).
-    """
-
-    roads: Roads
 
 
 def derived_colour(lengths: list[int], streak: int, depth: int, k: int) -> MarkColour | None:

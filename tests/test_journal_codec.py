@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from daemon.journal import Journal, JournalDamaged
 from daemon.journal.codec import decode_event, encode_event, event_device, input_types
 from daemon.rules.cards import ALL_CARDS
-from daemon.table.inputs import COMMAND_NAMES, Command, TimedInput
+from daemon.table.inputs import COMMAND_NAMES, Command, TableStart, TimedInput
 from drivers.events import (
     Button,
     CardDrawn,
@@ -46,6 +46,7 @@ events = st.one_of(
     st.builds(DealerButton, names, seqs, st.sampled_from(Button)),
     st.builds(DeviceState, names, st.sampled_from(LinkState), texts),
     st.builds(Command, st.sampled_from(COMMAND_NAMES), st.dictionaries(texts, texts, max_size=3), texts),
+    st.builds(TableStart, texts),
 )
 
 
@@ -59,13 +60,15 @@ def test_every_input_round_trips(event: object) -> None:
 
 def test_every_input_type_is_known() -> None:
     assert set(input_types()) == {"CardDrawn", "CardUnreadable", "ShoeStatus", "DeviceIdentity", "Heartbeat",
-                                  "DeviceError", "SpotChanged", "DealerButton", "DeviceState", "Command"}
+                                  "DeviceError", "SpotChanged", "DealerButton", "DeviceState", "Command",
+                                  "TableStart"}
 
 
 def test_device_and_device_seq() -> None:
     assert event_device(Heartbeat("shoe", 7)) == ("shoe", 7)
     assert event_device(DeviceState("pad", LinkState.ONLINE)) == ("pad", None)
     assert event_device(Command("void_round", {}, "pitboss")) == (None, None)
+    assert event_device(TableStart()) == (None, None)
 
 
 def test_unknown_kind_and_bad_payload_are_damage() -> None:

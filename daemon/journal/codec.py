@@ -1,7 +1,8 @@
 """Encoding of journaled inputs: ``(kind, payload)`` with ``kind`` the event's class name and
 ``payload`` the msgspec JSON of the event (pure: no I/O, no clock).
 
-Every type in :mod:`drivers.events`, plus ``DeviceState`` and the state machine's ``Command``, round-trips
+Every type in :mod:`drivers.events`, plus ``DeviceState`` and the state machine's ``Command`` and
+``TableStart``, round-trips
 exactly: ``decode_event(*encode_event(e)) == e``. A card is stored as ``{"rank": 12, "suit": "H"}``.
 A kind this build does not know (a journal written by a newer tablesense) raises
 :class:`~daemon.journal.errors.JournalDamaged` on decode rather than being skipped, because replaying
@@ -15,7 +16,7 @@ from typing import Any
 import msgspec
 
 from daemon.journal.errors import JournalDamaged
-from daemon.table.inputs import Command
+from daemon.table.inputs import Command, TableStart
 from drivers.events import (
     CardDrawn,
     CardUnreadable,
@@ -33,7 +34,7 @@ __all__ = ["decode_event", "encode_event", "event_device", "input_types", "regis
 _TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
     for cls in (CardDrawn, CardUnreadable, ShoeStatus, DeviceIdentity, Heartbeat, DeviceError, SpotChanged,
-                DealerButton, DeviceState, Command)
+                DealerButton, DeviceState, Command, TableStart)
 }
 _ENCODER = msgspec.json.Encoder()
 _DECODERS: dict[str, msgspec.json.Decoder[Any]] = {}

@@ -15,7 +15,7 @@ from enum import StrEnum
 from daemon.messages import Message
 from drivers.events import DeviceEvent, DeviceState
 
-__all__ = ["COMMAND_NAMES", "Channel", "Command", "CommandReply", "Emit", "TimedInput"]
+__all__ = ["COMMAND_NAMES", "Channel", "Command", "CommandReply", "Emit", "TableStart", "TimedInput"]
 
 COMMAND_NAMES: tuple[str, ...] = ("void_round", "enter_card", "new_shoe", "ack_alarm")
 """Operator commands the machine accepts (issue 6, ``{prefix}/{table}/cmd/{name}``)."""
@@ -38,11 +38,24 @@ class Command:
 
 
 @dataclass(frozen=True, slots=True)
+class TableStart:
+    """The daemon started (or restarted) for this table: the machine publishes the retained table info
+    (:class:`daemon.messages.TableInfo`) from its config. Journaled like every input, so a replay
+    reproduces the same emits; changes no round state.
+
+    Attributes:
+        reason: free text for the record, e.g. ``"start"``.
+    """
+
+    reason: str = "start"
+
+
+@dataclass(frozen=True, slots=True)
 class TimedInput:
     """One input to the machine with the ISO-8601 UTC time (``ts``) it arrived, set by the caller."""
 
     ts: str
-    event: DeviceEvent | DeviceState | Command
+    event: DeviceEvent | DeviceState | Command | TableStart
 
 
 class Channel(StrEnum):
@@ -56,10 +69,15 @@ class Channel(StrEnum):
     DEVICE = "devices"
     """``devices/{name}`` with :attr:`Emit.device` as the name."""
     FLOOR_ROUNDS = "floor/rounds"
+    SCOREBOARD = "scoreboard"
+    """Retained baccarat roads and shoe statistics (:class:`daemon.messages.ScoreboardMessage`)."""
+    INFO = "info"
+    """Retained table info: wagers, paytables, limits, seats (:class:`daemon.messages.TableInfo`)."""
 
 
 PUBLIC_CHANNELS: frozenset[Channel] = frozenset(
-    {Channel.STATUS, Channel.ROUND, Channel.RESULTS, Channel.SETTLEMENTS, Channel.ALARMS, Channel.DEVICE})
+    {Channel.STATUS, Channel.ROUND, Channel.RESULTS, Channel.SETTLEMENTS, Channel.ALARMS, Channel.DEVICE,
+     Channel.SCOREBOARD, Channel.INFO})
 """Channels signage may read: they never carry a face-down card."""
 
 

@@ -33,6 +33,7 @@ from daemon.messages import (
     DeviceStatus,
     RoundResults,
     RoundState,
+    ScoreboardMessage,
     SettlementMessage,
     SettlementRecord,
     SpotChangeRecord,
@@ -40,12 +41,14 @@ from daemon.messages import (
 from daemon.rules.cards import Card, InvalidCard
 from daemon.rules.settlement import Outcome as WagerOutcome
 from daemon.rules.settlement import Settlement, settle_as
+from daemon.scoreboard import Scoreboard
+from daemon.signage.info import table_info_message
 from daemon.table.alarms import ALARMS, AlarmCode
 from daemon.table.baccarat_deal import BaccaratRound
 from daemon.table.barrier import public_cards, public_outcome
 from daemon.table.blackjack_deal import BlackjackRound
 from daemon.table.game import BURN, Face, GameRound, LockedWager, Outcome
-from daemon.table.inputs import COMMAND_NAMES, Channel, Command, CommandReply, Emit, TimedInput
+from daemon.table.inputs import COMMAND_NAMES, Channel, Command, CommandReply, Emit, TableStart, TimedInput
 from daemon.table.pads import Pads
 from daemon.table.record import CardEntry, RoundRecord
 from daemon.table.shoe import ShoeTracker
@@ -88,6 +91,9 @@ class Phase(StrEnum):
 _IN_PLAY = frozenset({Phase.DEALING, Phase.PLAYING, Phase.REVEAL})
 _BETWEEN = frozenset({Phase.COMPLETE, Phase.SHOE_END})
 
+_ROAD_GAMES = frozenset({"baccarat", "ez-baccarat"})
+"""Games with a scoreboard (the baccarat roads, rules.md §5.2)."""
+
 _GAME_ROUNDS: dict[str, type[GameRound]] = {
     "baccarat": BaccaratRound, "ez-baccarat": BaccaratRound, "blackjack": BlackjackRound, "uth": UthRound}
 
@@ -124,6 +130,7 @@ class TableMachine:
         self._cmd_logged = False
         self._pending: RoundRecord | None = None
         self._alarm_n = 0
+        self._scoreboard = Scoreboard() if config.game in _ROAD_GAMES else None
         self._start_shoe(shoe)
 
     # ------------------------------------------------------------------------------------ public API
@@ -139,7 +146,9 @@ class TableMachine:
         self._begin(inp.ts)
         ev = inp.event
         try:
-            if isinstance(ev, DeviceState):
+            if isinstance(ev, TableStart):
+                self._publish_info()
+            elif isinstance(ev, DeviceState):
                 self._on_device_state(ev)
             else:
                 self._on_device_event(ev)
@@ -217,6 +226,7 @@ class TableMachine:
             "record": msgspec.to_builtins(self._record.floor_round(
                 self.config.table, self.config.game, "", self._outcome_full())),
             "public": msgspec.to_builtins(self._round_state()),
+            "scoreboard": self._scoreboard.to_dict() if self._scoreboard is not None else None,
         }
 
     # ------------------------------------------------------------------------------------ emitting
@@ -236,6 +246,21 @@ class TableMachine:
 
     def _emit(self, channel: Channel, message: Any, device: str | None = None, retain: bool = False) -> None:
         self._emits.append(Emit(channel, message, device=device, retain=retain, qos=1))
+
+    def _publish_info(self) -> None:
+        """Emit the retained table info (at start and at every new shoe)."""
+        self._emit(Channel.INFO, table_info_message(self.config, ts=self._ts, shoe=self._shoe.number),
+                   retain=True)
+
+    def _publish_scoreboard(self, round_no: int | None) -> None:
+        """Emit the retained scoreboard of the shoe (baccarat games), ``round_no`` the round whose results
+        caused it (``None`` for the empty board of a new shoe)."""
+        if self._scoreboard is None:
+            return
+        self._scoreboard.set_cards_remaining(self._shoe.remaining)
+        self._emit(Channel.SCOREBOARD, ScoreboardMessage(
+            table=self.config.table, ts=self._ts, shoe=self._shoe.number, round=round_no,
+            roads=self._scoreboard.snapshot()), retain=True)
 
     def _round_state(self) -> RoundState:
         return RoundState(
@@ -292,6 +317,8 @@ class TableMachine:
 
     def _start_shoe(self, number: int) -> None:
         self._shoe = ShoeTracker(self.config.shoe_decks, number, self.config.burn)
+        if self._scoreboard is not None:
+            self._scoreboard.reset(number)  # void rounds never reach it: see _finish
         self._alarm_n = 0  # alarm ids restart with each shoe, so a replay from the shoe's start numbers alike
         self._ackable = {k: v for k, v in self._ackable.items() if k in self._holds}
         self._round_no = 0
@@ -351,10 +378,15 @@ class TableMachine:
         self._record.completed_ts = self._ts
         self._shoe.rounds_completed += 1
         out = public_outcome(game) if not self._record.void else public_outcome(None)
-        self._emit(Channel.RESULTS, RoundResults(
+        results = RoundResults(
             table=self.config.table, ts=self._ts, shoe=self._shoe.number, round=self._round_no,
             game=self.config.game, void=self._record.void, baccarat=out.baccarat, boxes=out.boxes,
-            dealer=out.dealer, board=out.board))
+            dealer=out.dealer, board=out.board)
+        self._emit(Channel.RESULTS, results)
+        if self._scoreboard is not None:
+            if not results.void:
+                self._scoreboard.add_results(results)
+            self._publish_scoreboard(self._round_no)
         self._emit(Channel.FLOOR_ROUNDS, self._record.floor_round(
             self.config.table, self.config.game, self._ts, self._outcome_full()))
         self._queue = []
@@ -634,6 +666,8 @@ class TableMachine:
         self._pending = None
         fresh = self._shoe.dealt == 0 and not self._shoe.rounds_completed
         self._start_shoe(self._shoe.number if fresh else self._shoe.number + 1)
+        self._publish_info()
+        self._publish_scoreboard(None)
 
     # ------------------------------------------------------------------------------------ commands
 
