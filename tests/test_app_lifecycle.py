@@ -199,7 +199,9 @@ async def test_broker_restart_under_running_daemon(broker: MosquittoBroker, tmp_
         await sim.close()
     check_settlements(config, sim, rec)
     got = {m.topic.split("/", 2)[2]: m.body for m in fresh.messages if m.retain}
-    assert got["status"]["state"] == "online" and got["round"]["round"] == 5
+    # the dealer's round-end after round 5 opened round 6 for betting
+    assert got["status"]["state"] == "online"
+    assert (got["round"]["round"], got["round"]["phase"]) == (6, "betting")
     assert got["devices/shoe"]["state"] == "online"  # republished by the relay after the reconnect
     ids = [m.body["msg_id"] for m in rec.messages if m.body.get("msg_id")]
     seqs = sorted({m.body["seq"] for m in rec.messages if m.body.get("msg_id")})
