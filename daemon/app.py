@@ -26,6 +26,15 @@ calls :meth:`Journal.prune` in a worker thread, after acknowledging the input th
 the journal keeps the config's ``journal.retention_rounds`` (at least the current round and the 9
 before it for recall) and ``journal.retention_days``, every undelivered row and what replay needs.
 
+A journal that fails its integrity check at start (:class:`JournalDamaged`, issue 5: "a damaged journal
+raises a critical alarm and tablesense refuses to settle rather than guess") does not stop the service:
+:meth:`App.open` switches to a *refusing* mode. No machine is built and no device is opened (no input is
+applied or acknowledged, so the devices keep their unacknowledged frames), and the relay publishes,
+from memory and not through the journal, one critical ``JOURNAL_DAMAGED`` alarm on ``alarms`` and the
+retained status ``{"state": "refusing", "detail": "journal damaged: settling refused: ..."}`` (the will
+and a clean stop still publish ``offline``); commands are answered with the same refusal. SIGTERM exits
+0. The journal file is never modified (docs/journal.md, "Integrity").
+
 If the journal cannot be written, the input is not applied (the machine is rebuilt from the journal, so
 its state never runs ahead of what is durable), nothing unjournaled is published, and the failure is
 logged as critical and shown in the retained status (``detail``); the next input tries again.
@@ -39,7 +48,9 @@ every task is alive, ``STOPPING=1`` on shutdown (:mod:`daemon.sdnotify`).
 from __future__ import annotations
 
 import asyncio
+import secrets
 import signal
+import ssl
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -47,12 +58,13 @@ import msgspec
 
 from daemon import sdnotify
 from daemon.config import TableConfig
-from daemon.journal import Journal, JournalDamaged, JournalUnwritable
+from daemon.journal import Journal, JournalDamaged, JournalUnwritable, OutboxRow
 from daemon.journal.store import ROUND_COMPLETE_SCHEMAS, message_schema
 from daemon.logging import bind_round, bind_table, get_logger
-from daemon.messages import TableStatus, encode_message
+from daemon.messages import AlarmMessage, TableStatus, encode_message
 from daemon.mqtt import CommandRequest, MqttSettings, Relay, load_credentials, tls_context
-from daemon.table.inputs import Command, Emit, TimedInput
+from daemon.table.alarms import ALARMS, AlarmCode
+from daemon.table.inputs import Channel, Command, Emit, TimedInput
 from daemon.table.machine import TableMachine
 from drivers.events import DeviceEvent, DeviceState, SpotChanged
 from drivers.link import DeviceLink
@@ -110,6 +122,23 @@ def _seq_behind(seq: int, last: int) -> bool:
     return (last - seq) % SEQ_MODULUS < RESEND_WINDOW
 
 
+class _MemoryOutbox:
+    """The relay's outbox while refusing (damaged journal): a few rows held in memory, never journaled."""
+
+    def __init__(self, rows: list[OutboxRow]) -> None:
+        self._rows = rows
+        self._delivered: set[int] = set()
+
+    def pending(self, limit: int, after_row: int) -> list[OutboxRow]:
+        return [r for r in self._rows if r.row_id > after_row and r.row_id not in self._delivered][:limit]
+
+    def mark_delivered(self, row_id: int) -> None:
+        self._delivered.add(row_id)
+
+    def retained_latest(self) -> list[OutboxRow]:
+        return []
+
+
 class App:
     """One table's daemon. ``App(config)``; ``await app.run()`` until :meth:`stop` or a signal.
 
@@ -118,8 +147,9 @@ class App:
     configured device). Attributes for tests and the demo: ``machine``, ``journal``, ``relay``,
     ``inputs`` (inputs processed), ``dropped_resends``, ``journal_failures``.
 
-    Raises :class:`StartupError` from :meth:`open` when the journal is damaged or held by another
-    process, or when credentials/TLS files are unusable.
+    Raises :class:`StartupError` from :meth:`open` when the journal is held by another process or its
+    directory is unusable, or when credentials/TLS files are unusable. A damaged journal is no
+    StartupError: the app runs refusing to settle (``refusal`` holds the reason, see the module doc).
     """
 
     def __init__(self, config: TableConfig, *, install_signals: bool = False,
@@ -143,6 +173,8 @@ class App:
         self.prunes = 0
         """:meth:`Journal.prune` calls made (tests)."""
         self._rounds_since_prune = 0
+        self.refusal: str | None = None
+        """Why settling is refused (the journal was damaged at start), ``None`` when running normally."""
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -161,9 +193,18 @@ class App:
             self.journal = Journal(cfg.journal.directory, cfg.table,
                                    retention_rounds=cfg.journal.retention_rounds,
                                    retention_days=float(cfg.journal.retention_days))
-        except (JournalDamaged, JournalUnwritable) as exc:
+            self.machine = self._rebuilt_machine()
+        except JournalUnwritable as exc:
+            if self.journal is not None:
+                self.journal.close()
+                self.journal = None
             raise StartupError(str(exc)) from None
-        self.machine = self._rebuilt_machine()
+        except JournalDamaged as exc:
+            if self.journal is not None:
+                self.journal.close()
+                self.journal = None
+            self._open_refusing(settings, tls, str(exc))
+            return
         for name in cfg.devices:
             last = self.journal.last_device_seq(name)
             if last is not None:
@@ -173,6 +214,25 @@ class App:
             self.links[name] = DeviceLink(name, dev.url, dev.protocol, baud=dev.baud, queue=self.queue)
         log.info("daemon_opened", game=cfg.game, journal=str(self.journal.path), devices=list(cfg.devices),
                  broker=f"{settings.host}:{settings.port}", pending=self.journal.pending_count())
+
+    def _open_refusing(self, settings: MqttSettings, tls: ssl.SSLContext | None, reason: str) -> None:
+        """Refusing mode (damaged journal): a relay over an in-memory outbox holding the alarm, no links."""
+        self.refusal = f"journal damaged: settling refused: {reason}"
+        self._status_detail = self.refusal
+        log.critical("journal_damaged_settling_refused", error=reason,
+                     message=f"{self.config.table}: {self.refusal}; no device input is applied until an "
+                             "authorised person moves the journal file aside and restarts tablesense")
+        table = self.config.table
+        alarm = AlarmMessage(
+            table=table, ts=now_iso(), msg_id=f"{table}-{secrets.token_hex(4)}-journal-damaged",
+            alarm_id="journal", code=AlarmCode.JOURNAL_DAMAGED.value,
+            severity=ALARMS[AlarmCode.JOURNAL_DAMAGED].severity.value, text=self.refusal[:400], held=True)
+        outbox = _MemoryOutbox([OutboxRow(row_id=1, seq=0, msg_id=alarm.msg_id, channel=Channel.ALARMS.value,
+                                          device=None, payload=encode_message(alarm), retain=False, qos=1)])
+        self.relay = Relay(settings, outbox, self._status_payload, on_command=self._refuse_command, tls=tls)
+
+    async def _refuse_command(self, request: CommandRequest) -> tuple[bool, str]:
+        return False, self.refusal or "settling refused"
 
     def _rebuilt_machine(self) -> TableMachine:
         """A fresh machine rebuilt from the journal alone (emits discarded: already in the outbox).
@@ -199,9 +259,9 @@ class App:
 
     async def run(self) -> int:
         """Run until stopped; returns the exit status (0 on a clean stop)."""
-        if self.journal is None:
+        if self.relay is None:
             self.open()
-        assert self.relay is not None and self.journal is not None
+        assert self.relay is not None
         loop = asyncio.get_running_loop()
         if self._install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -209,13 +269,14 @@ class App:
         relay_task = asyncio.create_task(self.relay.run(), name="relay")
         input_task = asyncio.create_task(self._inputs(), name="inputs")
         link_tasks = [asyncio.create_task(link.run(), name=f"link-{name}")
-                      for name, link in self.links.items()]
+                      for name, link in self.links.items()]  # none while refusing
         self._tasks = [relay_task, input_task, *link_tasks]
         watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
         self.relay.notify()  # rows left undelivered by a previous run
         self.ready.set()
-        sdnotify.notify("READY=1\nSTATUS=running")
-        log.info("daemon_ready")
+        status = "refusing to settle: journal damaged" if self.refusal else "running"
+        sdnotify.notify(f"READY=1\nSTATUS={status}")
+        log.info("daemon_ready", refusing=self.refusal is not None)
         try:
             await self._stop.wait()
         finally:
@@ -233,7 +294,8 @@ class App:
             if self._install_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
-            self.journal.close()
+            if self.journal is not None:
+                self.journal.close()
             log.info("daemon_stopped")
         return 0
 
@@ -333,6 +395,8 @@ class App:
 
     # -- status and watchdog ----------------------------------------------------------------------------
     def _status_payload(self, state: str) -> bytes:
+        if self.refusal is not None and state == "online":
+            state = "refusing"  # up and connected, but settling nothing (damaged journal)
         return encode_message(TableStatus(table=self.config.table, ts=now_iso(), state=state,
                                           detail=self._status_detail))
 

@@ -2,8 +2,11 @@
 
 Loads and validates the table config, opens (and replays) the journal, then runs the daemon
 (:class:`daemon.app.App`) until SIGTERM or SIGINT, and exits 0. Logs are JSON lines on stdout
-(:mod:`daemon.logging`). A bad config, a damaged or busy journal, or a credentials file other users can
-read is one line on stderr and exit status 2; nothing is started then.
+(:mod:`daemon.logging`). A bad config, a journal in use by another process or in an unusable directory,
+or a credentials file other users can read is one line on stderr and exit status 2; nothing is started
+then. A *damaged* journal is not a start error: the daemon runs refusing to settle (a critical
+``JOURNAL_DAMAGED`` alarm, status ``refusing``, no device input applied) until SIGTERM, exit 0
+(:mod:`daemon.app`, docs/journal.md "Integrity").
 """
 
 from __future__ import annotations

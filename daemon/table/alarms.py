@@ -42,6 +42,7 @@ class AlarmCode(StrEnum):
     LID_OPEN = "LID_OPEN"
     BURN = "BURN"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    JOURNAL_DAMAGED = "JOURNAL_DAMAGED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,5 +102,9 @@ ALARMS: dict[AlarmCode, AlarmSpec] = {
     AlarmCode.INTERNAL_ERROR: AlarmSpec(
         Severity.CRITICAL, True, True,
         "tablesense could not apply an input (a defect): the round is held rather than settled on a guess"),
+    AlarmCode.JOURNAL_DAMAGED: AlarmSpec(
+        Severity.CRITICAL, True, False,
+        "the journal failed its integrity check at start: tablesense applies no device input and settles "
+        "nothing until an authorised person moves the file aside and restarts (raised by the app)"),
 }
 """Every alarm code with its severity and hold behaviour."""
