@@ -14,6 +14,10 @@ One asyncio loop, independent tasks, data flowing one way:
 * the :class:`~daemon.mqtt.Relay` task publishes the outbox in order and never blocks the inputs:
   startup waits on neither the broker nor any device.
 
+At every start the input task first journals a :class:`~daemon.table.inputs.TableStart` input, for
+which the machine emits the retained table info (``info``: wagers, paytables, limits, seats) from the
+current config; the baccarat scoreboard is emitted by the machine after every round and at a new shoe.
+
 Crash recovery: at start the journal's inputs since the current shoe began are replayed through a fresh
 machine (their emits are already in the outbox and are discarded), which rebuilds the shoe and the open
 round. Frames a device resends after the restart that the journal already holds (sequence number not
@@ -64,7 +68,7 @@ from daemon.logging import bind_round, bind_table, get_logger
 from daemon.messages import AlarmMessage, TableStatus, encode_message
 from daemon.mqtt import CommandRequest, MqttSettings, Relay, load_credentials, tls_context
 from daemon.table.alarms import ALARMS, AlarmCode
-from daemon.table.inputs import Channel, Command, Emit, TimedInput
+from daemon.table.inputs import Channel, Command, Emit, TableStart, TimedInput
 from daemon.table.machine import TableMachine
 from drivers.events import DeviceEvent, DeviceState, SpotChanged
 from drivers.link import DeviceLink
@@ -305,6 +309,8 @@ class App:
 
     # -- inputs ---------------------------------------------------------------------------------------
     async def _inputs(self) -> None:
+        if self.machine is not None and self.journal is not None:
+            await self._announce()
         while True:
             item = await self.queue.get()
             try:
@@ -318,6 +324,15 @@ class App:
                 if link is not None:
                     await link.ack(seq)
             await self._prune_if_due()
+
+    async def _announce(self) -> None:
+        """Journal a :class:`TableStart` input first thing on every start: the machine emits the retained
+        table info (wagers, paytables, limits, seats) from this run's config, published like any message.
+        Not counted in :attr:`inputs` (no device input or command)."""
+        async with self._commit_lock:
+            assert self.machine is not None
+            inp = TimedInput(ts=now_iso(), event=TableStart())
+            await self._journal(inp, self.machine.handle(inp), counted=False)
 
     async def _process_device(self, item: DeviceEvent | DeviceState) -> bool:
         """Apply one device item; ``False`` when it was dropped or could not be journaled."""
@@ -363,7 +378,7 @@ class App:
         self.prunes += 1
         log.info("journal_pruned", rows=deleted)
 
-    async def _journal(self, inp: TimedInput, emits: Iterable[Emit]) -> bool:
+    async def _journal(self, inp: TimedInput, emits: Iterable[Emit], *, counted: bool = True) -> bool:
         """Append ``inp`` and its messages in one transaction, in a worker thread so the loop (and the
         relay publishing earlier rows) is not blocked by the fsync; callers hold ``_commit_lock``, so
         inputs reach the machine and the journal in the same order."""
@@ -383,7 +398,7 @@ class App:
         if self._status_detail:
             self._status_detail = ""
             log.warning("journal_writable_again")
-        self.inputs += 1
+        self.inputs += counted
         self._rounds_since_prune += sum(message_schema(e.message) in ROUND_COMPLETE_SCHEMAS for e in emits)
         for e in emits:
             shoe, rnd = getattr(e.message, "shoe", None), getattr(e.message, "round", None)
