@@ -5,8 +5,14 @@ in-process amqtt broker speaking MQTT 3.1.1, to which the daemon falls back), a 
 pads on pseudo-terminals, and the daemon itself with a demo table config (journal in a temporary
 directory), then deals ``--rounds`` rounds of ``--game`` and shows the live view a signage subscriber
 would show (:mod:`daemon.view`): cards as revealed, pair hits with their odds, payouts, the running
-win/loss per wager. It ends with a summary. ``--no-ui`` prints plain lines instead. Everything it
-starts is stopped and its temporary directory removed at the end, also on Ctrl-C.
+win/loss per wager. It ends with a summary. ``--no-ui`` prints plain lines instead.
+
+It also starts the table's signage display (:func:`daemon.signage.server.start_signage`, against the
+demo's broker, on 127.0.0.1 and a free port or ``--signage-port``) and prints its URL in the banner
+(``tablesense demo: table demo-baccarat, signage display on http://127.0.0.1:PORT/``): open it in a
+browser to see the roads, pair banners, side wagers and limits the daemon publishes. ``--no-signage``
+skips it. Everything it starts is stopped and its temporary directory removed at the end, also on
+Ctrl-C.
 
 The daemon runs in-process with the same code as ``tablesense run``; its JSON log goes to ``daemon.log``
 in the temporary directory (kept with ``--keep``).
@@ -50,6 +56,9 @@ def register(subparsers: Any) -> None:
                    help="seconds per card (default: 0.25 with the live view, 0 with --no-ui)")
     p.add_argument("--no-ui", action="store_true", help="plain lines instead of the live view")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (journal, logs)")
+    p.add_argument("--signage-port", type=int, default=0, metavar="PORT",
+                   help="port of the signage display on 127.0.0.1 (default: a free port)")
+    p.add_argument("--no-signage", action="store_true", help="do not start the signage display")
     p.set_defaults(func=run)
 
 
@@ -59,12 +68,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--rounds must be 1..100000, got {args.rounds}")
     if args.pace is not None and not 0 <= args.pace <= 10:
         raise UsageError(f"--pace must be 0..10 seconds, got {args.pace}")
+    if not 0 <= args.signage_port <= 65535:
+        raise UsageError(f"--signage-port must be 0..65535, got {args.signage_port}")
     broker = parse_broker(args.broker) if args.broker else None
     pace = args.pace if args.pace is not None else (0.0 if args.no_ui else 0.25)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     try:
         lines = asyncio.run(run_demo(args.game, args.rounds, seed, broker=broker, ui=not args.no_ui,
-                                     pace=pace, keep=args.keep))
+                                     pace=pace, keep=args.keep,
+                                     signage_port=None if args.no_signage else args.signage_port))
     except KeyboardInterrupt:
         print("demo interrupted", file=sys.stderr)
         return 130
@@ -76,10 +88,14 @@ def run(args: argparse.Namespace) -> int:
 
 async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int] | None = None,
                    ui: bool = False, pace: float = 0.0, keep: bool = False,
-                   out: Any = None) -> list[str]:
+                   out: Any = None, signage_port: int | None = 0) -> list[str]:
     """Run the demo in the current event loop; returns the summary lines.
 
-    Raises :class:`UsageError` when no broker can be started or reached.
+    ``signage_port``: start the signage display on ``127.0.0.1:signage_port`` (0: a free port) and print
+    its URL in the banner line (to ``out``, default stdout) before the first round; ``None``: no display.
+
+    Raises :class:`UsageError` when no broker can be started or reached, or the signage port cannot be
+    bound.
     """
     import aiomqtt
 
@@ -87,6 +103,7 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
     from daemon.broker import AmqttBroker, BrokerError, MosquittoBroker, mosquitto_binary
     from daemon.config import parse_config
     from daemon.logging import configure
+    from daemon.signage.server import start_signage
     from daemon.view import TableView, summary_lines, watch
     from simulators.dealer import SimTable, sim_config_toml
 
@@ -102,6 +119,9 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
     sim: SimTable | None = None
     app: App | None = None
     views: dict[str, TableView] = {}
+    stop_signage: Any = None
+    signage_url: str | None = None
+    stream = out if out is not None else sys.stdout
     try:
         if broker is not None:
             host, port = broker
@@ -123,6 +143,17 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         urls = {"shoe": str(dev / "shoe"), "pads": str(dev / "pads")}
         config = parse_config(sim_config_toml(game, urls=urls, host=host, port=port, journal=tmp / "journal",
                                               table=f"demo-{game}", protocol=protocol))
+        if signage_port is not None:
+            try:
+                signage_url, stop_signage = await start_signage(
+                    host, port, config.table, prefix=config.mqtt.topic_prefix,
+                    listen=f"127.0.0.1:{signage_port}")
+            except OSError as exc:
+                raise UsageError(f"--signage-port {signage_port}: cannot listen on 127.0.0.1: "
+                                 f"{exc.strerror or exc}") from None
+        print(f"tablesense demo: table {config.table} ({game}), {rounds} rounds, seed {seed}, broker "
+              f"{host}:{port}" + (f", signage display on {signage_url}" if signage_url else ""),
+              file=stream, flush=True)
         sim = SimTable(config, dev, seed=seed, pace=pace)
         await sim.start()
         app = App(config)
@@ -155,6 +186,8 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
             if t.get_name() != "daemon":
                 t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if stop_signage is not None:
+            await stop_signage()
         if sim is not None:
             await sim.close()
         if amqtt_broker is not None:
