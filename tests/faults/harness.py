@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import resource
@@ -198,7 +199,7 @@ class Subscriber:
             self.got.append(g)
 
     def start(self) -> None:
-        props = Properties(PacketTypes.CONNECT)
+        props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
         props.SessionExpiryInterval = 3600
         self._client.connect(self.host, self.port, keepalive=10, clean_start=False, properties=props)
         self._client.loop_start()
@@ -255,8 +256,9 @@ class DaemonProc:
     def start(self) -> None:
         env = dict(os.environ)
         env.pop("NOTIFY_SOCKET", None)
-        self.proc = subprocess.Popen([TABLESENSE, "run", "--config", str(self.config)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+        self.proc = subprocess.Popen([TABLESENSE, "run", "--config", str(self.config)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env,
                                      preexec_fn=self._preexec if self.fsize is not None else None)
         self.starts += 1
         out = self.proc.stdout
@@ -333,7 +335,8 @@ def journal_rows(directory: Path) -> list[tuple[int, str, str, int]]:
 
 
 def settlement_key(body: dict[str, Any], baccarat: bool) -> tuple[Any, ...]:
-    return ((body["spot"] if baccarat else body["seat"]), body["bet"], body["hand"], *(body[f] for f in _FIELDS))
+    where = body["spot"] if baccarat else body["seat"]
+    return (where, body["bet"], body["hand"], *(body[f] for f in _FIELDS))
 
 
 def expected_settlements(sim: SimTable, rnd: DealtRound) -> list[tuple[Any, ...]]:
@@ -407,7 +410,7 @@ class Rig:
         assert not unjournaled, f"published but not journaled: {sorted(unjournaled)[:5]}"
         assert len(rows) == len({r[0] for r in rows}) and [r[0] for r in rows] == sorted(r[0] for r in rows)
         seqs = [g.seq for g in firsts]
-        out_of_order = sum(1 for a, b in zip(seqs, seqs[1:], strict=False) if b <= a)
+        out_of_order = sum(1 for a, b in itertools.pairwise(seqs) if b <= a)
         assert out_of_order == 0, f"seq out of order after de-duplication: {seqs[:50]}"
         assert seqs == [r[0] for r in rows], "the de-duplicated stream is not exactly the journal's seq order"
 

@@ -70,7 +70,8 @@ async def test_shoe_unplugged_mid_round(rigs: Callable[..., Awaitable[Rig]]) -> 
         await sim.pads_frames(sim.pads.clear())
         sim.rounds.append(rnd)
         await rig.settled_through_journal()
-        back = [g.seq for g in rig.sub.on("devices/shoe") if g.body["state"] == "online" and g.seq > unplugged_seq]
+        back = [g.seq for g in rig.sub.on("devices/shoe")
+                if g.body["state"] == "online" and g.seq > unplugged_seq]
         assert back, "the shoe never came back online"
         mine = [g for g in rig.sub.on("settlements") if (g.body["shoe"], g.body["round"]) == current]
         assert mine

@@ -43,8 +43,8 @@ async def test_sigkill_at_random_points(rigs: Callable[..., Awaitable[Rig]]) -> 
         await dealer.wait_rounds(at_round, 300)
         frames = rng.randint(1, 25)
         acked = acks(rig)
-        await wait_until(lambda a=acked, n=frames: acks(rig) >= a + n, 120,
-                         f"the daemon to acknowledge {frames} frames")
+        target = acked + frames
+        await wait_until(lambda: acks(rig) >= target, 120, f"{frames} frames acknowledged")  # noqa: B023
         await asyncio.sleep(rng.uniform(0, 0.005))
         assert rig.daemon.kill() == -9
         kills.append(len(rig.sim.rounds))
@@ -59,6 +59,7 @@ async def test_sigkill_at_random_points(rigs: Callable[..., Awaitable[Rig]]) -> 
     assert rig.daemon.exits == [-9] * len(kills) + [0]
     alarms = [g.body["code"] for g in rig.sub.on("alarms")]
     assert set(alarms) <= {"CUT_CARD"}, alarms  # no gap, no irregularity: the restarts lost nothing
-    rig.verify("sigkill_restart", extra={"kills": len(kills), "kill_after_rounds": kills, "kills_mid_round": mid_round,
-                                         "resent_frames": rig.sim.shoe_runner.resent + rig.sim.pads_runner.resent})
+    resent = rig.sim.shoe_runner.resent + rig.sim.pads_runner.resent
+    rig.verify("sigkill_restart", extra={"kills": len(kills), "kill_after_rounds": kills,
+                                         "kills_mid_round": mid_round, "resent_frames": resent})
     assert len(rig.sim.rounds) >= 200 and len(kills) >= 10
