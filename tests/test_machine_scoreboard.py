@@ -165,3 +165,22 @@ def test_recovery_from_the_shoe_start_rebuilds_the_same_board() -> None:
     keep = (Channel.SCOREBOARD, Channel.INFO)
     mine = encode_all(e for e in emits if e.channel in keep)
     assert mine and mine == encode_all(e for e in after if e.channel in keep)
+
+
+def test_the_journal_keeps_the_latest_scoreboard_and_info_for_republishing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from daemon.journal import Journal
+
+    cfg = baccarat_config()
+    d = Driver(cfg)
+    _session(d)
+    with Journal(tmp_path / "j", "t1") as journal:
+        replayed = TableMachine(cfg)
+        for inp in d.inputs:
+            for row in journal.append(inp, replayed.handle(inp)):
+                journal.mark_delivered(row.row_id)
+        latest = {row.channel: msgspec.json.decode(row.payload) for row in journal.retained_latest()}
+    assert {"scoreboard", "info", "round"} <= set(latest)
+    board, info = latest["scoreboard"], latest["info"]
+    assert board["schema"] == "tablesense.scoreboard" and (board["shoe"], board["round"]) == (2, 4)
+    assert board["roads"] == msgspec.to_builtins(_boards(d)[-1].roads)
+    assert info["schema"] == "tablesense.table_info" and info["shoe"] == 2 and board["seq"] > info["seq"] > 0
