@@ -62,6 +62,15 @@ async def wait_until(pred: Callable[[], bool], timeout: float, what: str, step: 
 # ---------------------------------------------------------------------------------------------- proxy
 
 
+@dataclass
+class _Pair:
+    """One proxied connection; ``severed``: restored away (never forward or close the broker side)."""
+
+    client: asyncio.StreamWriter
+    upstream: asyncio.StreamWriter | None
+    severed: bool = False
+
+
 class LinkProxy:
     """A loopback TCP proxy in front of the broker whose link can be cut *silently*.
 
@@ -81,7 +90,7 @@ class LinkProxy:
         self.connections = 0
         self.dropped_bytes = 0
         self._server: asyncio.Server | None = None
-        self._pairs: list[tuple[asyncio.StreamWriter, asyncio.StreamWriter | None]] = []
+        self._pairs: list[_Pair] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -91,32 +100,35 @@ class LinkProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         if self.cut_active:
-            self._pairs.append((writer, None))
-            self._spawn(self._pump(reader, None))
+            pair = _Pair(writer, None)
+            self._pairs.append(pair)
+            self._spawn(self._pump(reader, None, pair))
             return
         try:
             up_r, up_w = await asyncio.open_connection(*self.target)
         except OSError:
             writer.close()
             return
-        self._pairs.append((writer, up_w))
-        self._spawn(self._pump(reader, up_w))
-        self._spawn(self._pump(up_r, writer))
+        pair = _Pair(writer, up_w)
+        self._pairs.append(pair)
+        self._spawn(self._pump(reader, up_w, pair))
+        self._spawn(self._pump(up_r, writer, pair))
 
     def _spawn(self, coro: Any) -> None:
         t = asyncio.create_task(coro)
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | None) -> None:
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | None,
+                    pair: _Pair) -> None:
         with contextlib.suppress(OSError, asyncio.CancelledError):
             while data := await reader.read(65536):
-                if self.cut_active or writer is None:
+                if self.cut_active or writer is None or pair.severed:
                     self.dropped_bytes += len(data)
                     continue
                 writer.write(data)
                 await writer.drain()
-            if writer is not None and not self.cut_active:
+            if writer is not None and not self.cut_active and not pair.severed:
                 writer.close()
 
     def cut(self) -> None:
@@ -125,17 +137,18 @@ class LinkProxy:
 
     def restore(self) -> None:
         """Close the client side of every old connection; forward new connections again."""
-        for client, _upstream in self._pairs:
-            with contextlib.suppress(OSError):
-                client.transport.abort()
-        self._pairs = [(c, u) for c, u in self._pairs if u is not None]  # broker sides stay, silent
+        for pair in self._pairs:
+            if not pair.severed:
+                pair.severed = True  # the broker side stays open and silent
+                with contextlib.suppress(OSError):
+                    pair.client.transport.abort()
         self.cut_active = False
 
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for client, upstream in self._pairs:
-            for w in (client, upstream):
+        for pair in self._pairs:
+            for w in (pair.client, pair.upstream):
                 if w is not None:
                     with contextlib.suppress(OSError):
                         w.transport.abort()
