@@ -21,6 +21,12 @@ aiomqtt 2.5.1 specifics handled here (ecosystem.md §1, §11):
   ``online``/``offline`` and is also the MQTT will (pitfall 15); retained state is republished from the
   journal on every reconnect, and the command subscription is renewed.
 
+The relay never dies (docs/reliability.md, scenario 6): a journal that cannot record an acknowledgement
+(:class:`~daemon.journal.errors.JournalError` from ``mark_delivered``, e.g. a full disk) is logged once at
+critical (``journal_mark_failed``) and publishing goes on; the unmarked rows are published once more, with
+the same ``msg_id``, after the next reconnect or restart, and subscribers drop the duplicates. Any other
+unexpected exception is logged at critical (``relay_crashed``) and the relay starts over with backoff.
+
 Commands arrive on ``{prefix}/{table}/cmd/{name}`` and are answered ``{"ok": bool, "reason": str}`` on the
 MQTT v5 Response Topic with the request's Correlation Data (OASIS MQTT 5.0 §4.10). A 3.1.1 client may
 instead put ``"response_topic"`` and ``"correlation_data"`` in the JSON request.
@@ -52,6 +58,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
+from daemon.journal.errors import JournalError
 from daemon.logging import get_logger
 
 __all__ = [
@@ -417,7 +424,9 @@ class Relay:
 
     Attributes read by the app and tests: ``connected`` (bool), ``delivered`` (rows marked delivered),
     ``rejected`` (negative acknowledgements seen), ``connects`` (successful connections), ``protocol``
-    (``"5"`` or ``"3.1.1"`` in use).
+    (``"5"`` or ``"3.1.1"`` in use), ``mark_failures`` (acknowledged rows the journal could not mark
+    delivered: published again after the next reconnect or restart), ``crashes`` (unexpected exceptions
+    the relay survived by starting over).
     """
 
     def __init__(self, settings: MqttSettings, journal: OutboxJournal,
@@ -438,28 +447,58 @@ class Relay:
         self._stopping = asyncio.Event()
         self._client: _AckClient | None = None
         self._command_tasks: set[asyncio.Task[None]] = set()
+        self._status_tasks: set[asyncio.Task[None]] = set()
+        self._marks_failing = False
         self.protocol = "3.1.1" if settings.protocol.startswith("3") else "5"
         self._v5_confirmed = False
         self.connected = False
         self.delivered = 0
         self.rejected = 0
         self.connects = 0
+        self.mark_failures = 0
+        self.crashes = 0
 
     # -- public API ---------------------------------------------------------------------------------
     def notify(self) -> None:
         """Wake the relay: new rows were appended to the outbox."""
         self._wakeup.set()
 
+    def republish_status(self) -> None:
+        """Publish the retained status again now (its payload from ``status_payload("online")`` as it is
+        at this moment), e.g. when the app's journal fails or recovers, so that the floor does not learn it
+        only at the next reconnect. Does nothing while disconnected (every connection publishes the
+        status first) or stopping. Returns at once: the publish runs in a task of its own, and a failure
+        is left to the relay's session (which reconnects and publishes the status again)."""
+        client = self._client
+        if client is None or not self.connected or self._stopping.is_set():
+            return
+        payload = self._status_payload("online")
+        task = asyncio.create_task(self._publish_status(client, payload), name="mqtt-status")
+        self._status_tasks.add(task)
+        task.add_done_callback(self._status_tasks.discard)
+
+    async def _publish_status(self, client: _AckClient, payload: bytes) -> None:
+        try:
+            await self._publish(client, self.topics.status, payload, 1, True)
+        except (aiomqtt.MqttError, TimeoutError) as exc:
+            log.warning("mqtt_status_republish_failed", error=str(exc))
+            return
+        log.info("mqtt_status_republished")
+
     async def run(self) -> None:
-        """Connect, publish, reconnect with backoff, until :meth:`stop`. Never raises ``MqttError``."""
+        """Connect, publish, reconnect with backoff, until :meth:`stop`. Never raises (but for
+        cancellation): an unexpected exception is logged at critical (``relay_crashed``, with the
+        traceback) and the relay starts over after a backoff that grows with consecutive crashes."""
         backoff = self.settings.backoff_min
+        crash_streak = 0
         while not self._stopping.is_set():
+            crashed = False
             v5 = self.protocol == "5"
-            client = self._make_client(v5)
-            self._client = client
             handshake_done = False
-            client.timeout = min(self.settings.publish_timeout, _CONNACK_TIMEOUT)
             try:
+                client = self._make_client(v5)
+                self._client = client
+                client.timeout = min(self.settings.publish_timeout, _CONNACK_TIMEOUT)
                 async with client:
                     handshake_done = True
                     client.timeout = self.settings.publish_timeout
@@ -487,11 +526,22 @@ class Relay:
                         and self.settings.protocol == "5" and "timed out" in str(exc)):
                     self.protocol = "3.1.1" if v5 else "5"
                     log.warning("mqtt_handshake_timeout_switching_protocol", protocol=self.protocol)
+            except Exception as exc:  # never die silently: the outbox would stay unpublished
+                crashed = True
+                self.crashes += 1
+                crash_streak += 1
+                log.critical("relay_crashed", error=f"{type(exc).__name__}: {exc}", crashes=self.crashes,
+                             exc_info=True)
             finally:
                 self.connected = False
                 self._client = None
             if self._stopping.is_set():
                 break
+            if crashed:  # a repeating crash must not spin: back off over consecutive crashes
+                backoff = max(backoff, min(self.settings.backoff_min * 2 ** crash_streak,
+                                           self.settings.backoff_max))
+            else:
+                crash_streak = 0
             delay = random.uniform(backoff / 2, backoff)
             backoff = min(backoff * 2, self.settings.backoff_max)
             with contextlib.suppress(TimeoutError):
@@ -501,6 +551,8 @@ class Relay:
         """Stop publishing: finish the current publish briefly, publish ``offline``, disconnect.
 
         ``task``: the task running :meth:`run`, awaited (and cancelled after ``stop_timeout`` seconds).
+        Never raises (but for the caller's own cancellation): a relay task that ended with an exception
+        is logged at critical (``relay_task_failed``) so that the rest of the shutdown still runs.
         """
         self._stopping.set()
         self._wakeup.set()
@@ -510,10 +562,25 @@ class Relay:
             await asyncio.wait_for(asyncio.shield(task), timeout=stop_timeout)
         except TimeoutError:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
+            try:
                 await task
+            except asyncio.CancelledError:
+                if not task.cancelled():  # our caller was cancelled, not (only) the relay task
+                    raise
+            except Exception as exc:
+                self._task_failed(exc)
+        except asyncio.CancelledError:
+            if not task.done() or not task.cancelled():  # our caller was cancelled
+                raise
         except aiomqtt.MqttError:
             pass
+        except Exception as exc:
+            self._task_failed(exc)
+
+    @staticmethod
+    def _task_failed(exc: BaseException) -> None:
+        log.critical("relay_task_failed", error=f"{type(exc).__name__}: {exc}",
+                     exc_info=exc)
 
     # -- internals ----------------------------------------------------------------------------------
     def _make_client(self, v5: bool) -> _AckClient:
@@ -576,9 +643,30 @@ class Relay:
                       reason=str(exc.reason), code=exc.reason.value)
             return False
         if mark:
-            await asyncio.to_thread(self._journal.mark_delivered, row.row_id)
-            self.delivered += 1
+            await self._mark_delivered(row)
         return True
+
+    async def _mark_delivered(self, row: OutboxRowLike) -> None:
+        """Record the broker's acknowledgement of ``row`` in the journal. A :class:`JournalError` (e.g. a
+        full disk) is logged at critical once per failing spell (``journal_mark_failed``; counted in
+        ``mark_failures``) and otherwise ignored: the row stays undelivered in the journal, so it is
+        published again, with the same ``msg_id``, after the next reconnect or restart (at-least-once;
+        subscribers drop the duplicate). The first mark that succeeds again logs
+        ``journal_mark_recovered``."""
+        try:
+            await asyncio.to_thread(self._journal.mark_delivered, row.row_id)
+        except JournalError as exc:
+            self.mark_failures += 1
+            if not self._marks_failing:
+                self._marks_failing = True
+                log.critical("journal_mark_failed", error=str(exc), row=row.row_id, msg_id=row.msg_id,
+                             message="acknowledgements cannot be recorded; publishing goes on, unmarked rows "
+                                     "are published again after the next reconnect or restart")
+            return
+        if self._marks_failing:
+            self._marks_failing = False
+            log.warning("journal_mark_recovered", unmarked_rows=self.mark_failures)
+        self.delivered += 1
 
     async def _drain(self, client: _AckClient) -> None:
         """Publish undelivered rows in row order, at most ``window`` in flight, until stopping.
@@ -635,8 +723,7 @@ class Relay:
                       reason=str(exc.reason), code=exc.reason.value)
             return False
         inflight.popleft()
-        await asyncio.to_thread(self._journal.mark_delivered, row.row_id)
-        self.delivered += 1
+        await self._mark_delivered(row)
         return True
 
     async def _listen(self, client: _AckClient, v5: bool) -> None:
