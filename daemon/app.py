@@ -41,7 +41,8 @@ and a clean stop still publish ``offline``); commands are answered with the same
 
 If the journal cannot be written, the input is not applied (the machine is rebuilt from the journal, so
 its state never runs ahead of what is durable), nothing unjournaled is published, and the failure is
-logged as critical and shown in the retained status (``detail``); the next input tries again.
+logged as critical and shown in the retained status (``detail``), republished at once when connected
+(:meth:`Relay.republish_status`) and again when an append succeeds; the next input tries again.
 
 SIGTERM/SIGINT: the current input finishes (a transaction is never cut), links close, ``offline`` is
 published when connected, and :meth:`App.run` returns 0 within about 4 s, also while the relay is backing
@@ -292,7 +293,10 @@ class App:
             for t in link_tasks:
                 t.cancel()
             await asyncio.gather(*link_tasks, return_exceptions=True)
-            await self.relay.stop(relay_task, stop_timeout=3.0)
+            try:  # never skip the rest of the shutdown (Relay.stop logs a dead relay task itself)
+                await self.relay.stop(relay_task, stop_timeout=3.0)
+            except Exception:
+                log.exception("relay_stop_failed")
             watchdog.cancel()
             await asyncio.gather(watchdog, return_exceptions=True)
             if self._install_signals:
@@ -389,7 +393,10 @@ class App:
         except (JournalUnwritable, JournalDamaged) as exc:
             self.journal_failures += 1
             log.critical("journal_append_failed", error=str(exc), input=type(inp.event).__name__)
-            self._status_detail = f"journal failure, settling stopped: {exc}"
+            detail = f"journal failure, settling stopped: {exc}"
+            if detail != self._status_detail:
+                self._status_detail = detail
+                self.relay.republish_status()  # the floor learns it now, not at the next reconnect
             try:  # never let the machine run ahead of what is durable
                 self.machine = self._rebuilt_machine()
             except (JournalUnwritable, JournalDamaged) as exc2:
@@ -398,6 +405,7 @@ class App:
         if self._status_detail:
             self._status_detail = ""
             log.warning("journal_writable_again")
+            self.relay.republish_status()
         self.inputs += counted
         self._rounds_since_prune += sum(message_schema(e.message) in ROUND_COMPLETE_SCHEMAS for e in emits)
         for e in emits:

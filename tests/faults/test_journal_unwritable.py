@@ -103,8 +103,6 @@ async def test_journal_disk_unwritable(rigs: Callable[..., Awaitable[Rig]]) -> N
                       "critical_log_lines": rig.daemon.events("journal_append_failed")})
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/app.py App._journal sets the status detail on a journal "
-                   "failure but nothing republishes the retained status until the relay next reconnects")
 async def test_journal_failure_reaches_status_while_connected(rigs: Callable[..., Awaitable[Rig]]) -> None:
     """The critical condition must reach the floor while the broker link stays up, not only after a
     reconnect: the retained status (or an alarm) must say that settling has stopped."""
