@@ -7,17 +7,25 @@ or a credentials file other users can read is one line on stderr and exit status
 then. A *damaged* journal is not a start error: the daemon runs refusing to settle (a critical
 ``JOURNAL_DAMAGED`` alarm, status ``refusing``, no device input applied) until SIGTERM, exit 0
 (:mod:`daemon.app`, docs/journal.md "Integrity").
+
+SIGTERM/SIGINT are handled from before the journal is opened: a signal during the start-up integrity
+check and replay (1-2 s for a few thousand inputs) lets the replay finish (a read-only pass, never cut
+short), closes the journal and exits 0 without opening any device or connecting (log
+``daemon_stopped_at_startup``); a signal after that and before the event loop takes the signals over
+makes :meth:`App.run` stop at once, cleanly (docs/reliability.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
+from types import FrameType
 from typing import Any
 
 from daemon.cli import UsageError
 from daemon.config import ConfigError, load_config
-from daemon.logging import configure
+from daemon.logging import configure, get_logger
 
 __all__ = ["register", "run"]
 
@@ -47,8 +55,25 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     configure(args.log_level)
     app = App(config, install_signals=True)
+    log = get_logger(component="run")
+    early: list[int] = []
+
+    def on_early_signal(signum: int, frame: FrameType | None) -> None:
+        early.append(signum)
+        app.stop()  # if it comes after the check below, App.run stops as soon as it starts
+
+    previous = {sig: signal.signal(sig, on_early_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        app.open()
-    except StartupError as exc:
-        raise UsageError(str(exc)) from None
-    return asyncio.run(app.run())
+        try:
+            app.open()
+        except StartupError as exc:
+            raise UsageError(str(exc)) from None
+        if early:
+            if app.journal is not None:
+                app.journal.close()
+            log.info("daemon_stopped_at_startup", signal=signal.Signals(early[0]).name)
+            return 0
+        return asyncio.run(app.run())
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -78,8 +78,6 @@ def has_open(pid: int, path: Path) -> bool:
     return False
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/commands/run.py opens and replays the journal (App.open) "
-                   "before App.run installs the SIGTERM handler: a SIGTERM meanwhile kills the daemon (-15)")
 async def test_sigterm_during_startup_journal_replay(rigs: Callable[..., Awaitable[Rig]]) -> None:
     """SIGTERM while a restarted daemon checks and replays a journal of some 80 rounds: exit 0."""
     rig = await rigs(seed=407)
