@@ -275,7 +275,7 @@ def parse_command(name: str, payload: bytes) -> CommandRequest:
         raise CommandRejected(f"invalid command name {name[:64]!r}")
     try:
         body = json.loads(payload.decode("utf-8")) if payload else {}
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise CommandRejected(f"command payload is not JSON: {str(exc)[:120]}") from None
     if not isinstance(body, dict):
         raise CommandRejected("command payload must be a JSON object")

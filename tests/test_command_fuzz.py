@@ -77,9 +77,6 @@ def test_any_json_body_is_parsed_or_refused_in_one_line(name: str, body: dict[st
         assert req.args == body.get("args", {})
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/mqtt.py parse_command lets RecursionError out of json.loads "
-                   "(2,048 nested brackets fit in 4 KiB); fix: also catch RecursionError -> CommandRejected. "
-                   "Reported to the MQTT helper; remove this mark once fixed.")
 def test_deeply_nested_json_is_refused_not_raised() -> None:
     depth = MAX_COMMAND_BYTES // 2
     assert parse("void_round", b"[" * depth + b"]" * depth) is None
