@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from daemon.rules.advantage import parse_threshold
 from daemon.rules.errors import RulesError
 from daemon.rules.games import GAMES, get_game
 from daemon.rules.money import CommissionRule, RoundingMode
@@ -34,6 +35,7 @@ __all__ = [
     "CommissionConfig",
     "ConfigError",
     "DeviceConfig",
+    "IntegrityConfig",
     "JournalConfig",
     "MqttConfig",
     "RoundConfig",
@@ -190,6 +192,14 @@ class UthConfig(_Strict, frozen=True):
     burn_before_board: int = 0
 
 
+class IntegrityConfig(_Strict, frozen=True):
+    """Integrity watches (issue 6). ``advantage_threshold``: raise ``ADVANTAGE_PLAY`` when a pair wager's
+    exact expected return per unit for the next round is strictly above it; an exact decimal, fraction or
+    percentage string (``"0"``, ``"0.005"``, ``"0.5%"``), docs/advantage-watch.md."""
+
+    advantage_threshold: str = "0"
+
+
 class RoundConfig(_Strict, frozen=True):
     """When the next round starts after one is complete.
 
@@ -220,6 +230,7 @@ class TableConfig(_Strict, frozen=True):
     blackjack: BlackjackConfig = msgspec.field(default_factory=BlackjackConfig)
     uth: UthConfig = msgspec.field(default_factory=UthConfig)
     round: RoundConfig = msgspec.field(default_factory=RoundConfig)
+    integrity: IntegrityConfig = msgspec.field(default_factory=IntegrityConfig)
 
     @property
     def shoe_decks(self) -> int:
@@ -541,6 +552,10 @@ def _validate_mqtt(cfg: TableConfig) -> None:
 
 
 def _validate_misc(cfg: TableConfig) -> None:
+    try:
+        parse_threshold(cfg.integrity.advantage_threshold)
+    except ValueError as exc:
+        raise _err("integrity.advantage_threshold", str(exc).removeprefix("advantage_threshold: ")) from None
     if not cfg.journal.directory.strip():
         raise _err("journal.directory", "empty")
     if cfg.journal.retention_days < 0:

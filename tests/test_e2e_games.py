@@ -141,7 +141,7 @@ async def test_full_8_deck_baccarat_shoe(broker: MosquittoBroker, tmp_path: Path
     assert check_settlements(config, sim, rec) > 100
     assert check_barrier(config, sim, rec) > len(sim.rounds)
     alarms = [a.body["code"] for a in rec.on("alarms")]
-    assert set(alarms) <= {"CUT_CARD"}, alarms
+    assert set(alarms) <= {"CUT_CARD", "ADVANTAGE_PLAY"}, alarms
 
 
 async def test_blackjack_shoe_with_5_boxes(broker: MosquittoBroker, tmp_path: Path) -> None:

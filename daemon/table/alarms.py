@@ -41,6 +41,7 @@ class AlarmCode(StrEnum):
     UNEXPECTED_BUTTON = "UNEXPECTED_BUTTON"
     LID_OPEN = "LID_OPEN"
     BURN = "BURN"
+    ADVANTAGE_PLAY = "ADVANTAGE_PLAY"
     INTERNAL_ERROR = "INTERNAL_ERROR"
     JOURNAL_DAMAGED = "JOURNAL_DAMAGED"
 
@@ -106,5 +107,9 @@ ALARMS: dict[AlarmCode, AlarmSpec] = {
         Severity.CRITICAL, True, False,
         "the journal failed its integrity check at start: tablesense applies no device input and settles "
         "nothing until an authorised person moves the file aside and restarts (raised by the app)"),
+    AlarmCode.ADVANTAGE_PLAY: AlarmSpec(
+        Severity.WARNING, False, False,
+        "a pair wager's exact expected return for the next round is above [integrity] "
+        "advantage_threshold: watch the side-bet action (docs/advantage-watch.md)"),
 }
 """Every alarm code with its severity and hold behaviour."""

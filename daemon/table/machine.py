@@ -38,6 +38,7 @@ from daemon.messages import (
     SettlementRecord,
     SpotChangeRecord,
 )
+from daemon.rules.advantage import AdvantageWatch, advantage_report, offered_pair_wagers, parse_threshold
 from daemon.rules.cards import Card, InvalidCard
 from daemon.rules.settlement import Outcome as WagerOutcome
 from daemon.rules.settlement import Settlement, settle_as
@@ -131,6 +132,9 @@ class TableMachine:
         self._pending: RoundRecord | None = None
         self._alarm_n = 0
         self._scoreboard = Scoreboard() if config.game in _ROAD_GAMES else None
+        self._pair_wagers = offered_pair_wagers(self._rules, config.wagers)
+        self._advantage = AdvantageWatch(parse_threshold(config.integrity.advantage_threshold))
+        self._advantage_alarms: dict[tuple[str, str | None], str] = {}
         self._start_shoe(shoe)
 
     # ------------------------------------------------------------------------------------ public API
@@ -315,7 +319,26 @@ class TableMachine:
 
     # ------------------------------------------------------------------------------------ shoe & rounds
 
+    def _watch_advantage(self) -> None:
+        """After a completed round: the exact expected return of every pair wager for the next round
+        from the cards left in the shoe; ADVANTAGE_PLAY raised once when one goes above the threshold,
+        cleared when it falls back (docs/advantage-watch.md)."""
+        if not self._pair_wagers:
+            return
+        report = advantage_report(self._shoe.composition, self._pair_wagers)
+        raised, cleared = self._advantage.update(report)
+        for f in cleared:
+            alarm_id = self._advantage_alarms.pop(f.key, None)
+            if alarm_id is not None:
+                self._release(alarm_id)
+        for f in raised:
+            self._advantage_alarms[f.key] = self._alarm(AlarmCode.ADVANTAGE_PLAY, f.describe())
+
     def _start_shoe(self, number: int) -> None:
+        self._advantage.reset()
+        for alarm_id in self._advantage_alarms.values():
+            self._release(alarm_id)
+        self._advantage_alarms = {}
         self._shoe = ShoeTracker(self.config.shoe_decks, number, self.config.burn)
         if self._scoreboard is not None:
             self._scoreboard.reset(number)  # void rounds never reach it: see _finish
@@ -393,6 +416,8 @@ class TableMachine:
         last = self._shoe.last_round
         if (last is not None and self._round_no >= last) or self._shoe.empty:
             self._phase = Phase.SHOE_END
+        else:
+            self._watch_advantage()
 
     def _outcome_full(self) -> Outcome:
         if self._game is None or self._game.unresolved() is not None:
