@@ -75,7 +75,7 @@ from drivers.events import DeviceEvent, DeviceState, SpotChanged
 from drivers.link import DeviceLink
 from drivers.protocols.tsref import SEQ_MODULUS
 
-__all__ = ["PRUNE_EVERY_ROUNDS", "App", "StartupError", "mqtt_settings", "now_iso"]
+__all__ = ["PRUNE_EVERY_ROUNDS", "App", "StartupError", "broker_settings", "mqtt_settings", "now_iso"]
 
 log = get_logger(component="app")
 
@@ -120,6 +120,24 @@ def mqtt_settings(config: TableConfig) -> MqttSettings:
         ca_file=tls.ca_file if tls else None, cert_file=tls.cert_file if tls else None,
         key_file=tls.key_file if tls else None, credentials_file=m.credentials_file,
         username=user, password=password)
+
+
+def broker_settings(config: TableConfig) -> tuple[MqttSettings, ssl.SSLContext | None]:
+    """:func:`mqtt_settings` and, with ``[mqtt.tls]``, the client TLS context (CA, client certificate).
+
+    The checks ``tablesense run`` makes before starting anything, also used by ``tablesense
+    check-config``. Raises :class:`StartupError` (one line naming the file) when the credentials file is
+    missing, malformed or accessible by other users, or a TLS file cannot be loaded.
+    """
+    settings = mqtt_settings(config)
+    tls = None
+    if settings.ca_file:
+        from daemon.mqtt import CredentialsError
+        try:
+            tls = tls_context(settings.ca_file, settings.cert_file, settings.key_file)
+        except CredentialsError as exc:
+            raise StartupError(str(exc)) from None
+    return settings, tls
 
 
 def _seq_behind(seq: int, last: int) -> bool:
@@ -186,14 +204,7 @@ class App:
         """Open the journal, replay it, and build the relay and links (no I/O to broker or devices)."""
         cfg = self.config
         bind_table(cfg.table)
-        settings = mqtt_settings(cfg)
-        tls = None
-        if settings.ca_file:
-            from daemon.mqtt import CredentialsError
-            try:
-                tls = tls_context(settings.ca_file, settings.cert_file, settings.key_file)
-            except CredentialsError as exc:
-                raise StartupError(str(exc)) from None
+        settings, tls = broker_settings(cfg)
         try:
             self.journal = Journal(cfg.journal.directory, cfg.table,
                                    retention_rounds=cfg.journal.retention_rounds,

@@ -126,15 +126,41 @@ def test_file_size_is_bounded(tmp_path: Path) -> None:
 
 
 def test_check_config_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert main(["check-config", str(ROOT / "deploy/examples/baccarat.toml")]) == 0
+    assert main(["check-config", "--template", str(ROOT / "deploy/examples/baccarat.toml")]) == 0
     assert capsys.readouterr().out.strip() == "ok: bac-01 (baccarat, 8 decks, 17 spots)"
-    assert main(["check-config", str(ROOT / "deploy/examples/uth.toml")]) == 0
+    assert main(["check-config", "--template", str(ROOT / "deploy/examples/uth.toml")]) == 0
     assert capsys.readouterr().out.strip() == "ok: uth-03 (uth, 1 deck, 12 spots)"
     bad = tmp_path / "t.toml"
     bad.write_text(BASE + '"7" = { seat = "1", bet = "player" }\n')
     assert main(["check-config", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err == "tablesense: spots.7: mapped twice (also spots.3)\n"
+
+
+def test_check_config_refuses_what_run_refuses(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """check-config makes run's start checks: the example's credentials and CA files do not exist here,
+    a world-readable credentials file and a missing TLS CA file are each one line and exit 2."""
+    example = str(ROOT / "deploy/examples/baccarat.toml")
+    assert main(["check-config", example]) == 2
+    assert "credentials file /etc/tablesense/bac-01.credentials" in capsys.readouterr().err
+    creds = tmp_path / "creds"
+    creds.write_text('username = "u"\npassword = "p"\n')
+    creds.chmod(0o644)
+    cfg = tmp_path / "t.toml"
+    cfg.write_text(BASE + f'[mqtt]\nhost = "127.0.0.1"\ncredentials_file = "{creds}"\n')
+    assert main(["check-config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tablesense: credentials file ") and "accessible by other users" in err
+    assert err.count("\n") == 1
+    creds.chmod(0o600)
+    assert main(["check-config", str(cfg)]) == 0
+    assert capsys.readouterr().out.startswith("ok: t9 ")
+    cfg.write_text(BASE + f'[mqtt]\nhost = "127.0.0.1"\ncredentials_file = "{creds}"\n'
+                   f'[mqtt.tls]\nca_file = "{tmp_path / "no-ca.pem"}"\n')
+    assert main(["check-config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tablesense: TLS CA file {tmp_path / 'no-ca.pem'}") and err.count("\n") == 1
+    assert main(["check-config", "--template", str(cfg)]) == 0
 
 
 def test_check_config_as_a_process_exits_2_without_a_traceback(tmp_path: Path) -> None:
