@@ -24,6 +24,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from daemon.broker_auth import BrokerAuth
 from daemon.messages import (
     AlarmMessage,
     DeviceStatus,
@@ -319,13 +320,15 @@ async def watch(host: str, port: int, *, prefix: str = "tablesense", table: str 
                 until: Callable[[dict[str, TableView]], bool] | None = None,
                 on_message: Callable[[str, Message], None] | None = None,
                 ready: asyncio.Event | None = None, console: Console | None = None,
-                views: dict[str, TableView] | None = None) -> dict[str, TableView]:
+                views: dict[str, TableView] | None = None,
+                auth: BrokerAuth | None = None) -> dict[str, TableView]:
     """Subscribe to the public topics and show them until ``until(views)`` is true (or cancelled).
 
     ``ui``: a rich live view; else one plain line per message on ``out`` (default stdout).
     Connects with MQTT 3.1.1 (works with every broker; no v5 feature is needed to read), reconnecting
     on loss. ``ready`` is set once subscribed. Returns the views by table id (``views``: a dict to fill,
-    so a caller that cancels still has them).
+    so a caller that cancels still has them). ``auth``: TLS and user name/password for the broker
+    (:class:`daemon.broker_auth.BrokerAuth`; default plain TCP, anonymous).
     Raises ``aiomqtt.MqttError`` only if the first connection fails.
     """
     if views is None:
@@ -345,7 +348,8 @@ async def watch(host: str, port: int, *, prefix: str = "tablesense", table: str 
         while True:
             try:
                 async with aiomqtt.Client(host, port, protocol=aiomqtt.ProtocolVersion.V311,
-                                          keepalive=15, socket_options=NODELAY) as client:
+                                          keepalive=15, socket_options=NODELAY,
+                                          **(auth or BrokerAuth()).client_kwargs()) as client:
                     connected_once = True
                     for f in public_filters(prefix, table):
                         await client.subscribe(f, qos=1)
