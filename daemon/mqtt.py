@@ -197,21 +197,28 @@ def load_credentials(path: str | os.PathLike[str]) -> tuple[str, str]:
     return user, password
 
 
-def tls_context(ca_file: str, cert_file: str | None = None, key_file: str | None = None) -> ssl.SSLContext:
+def tls_context(ca_file: str | None, cert_file: str | None = None,
+                key_file: str | None = None) -> ssl.SSLContext:
     """A client TLS context that verifies the broker against ``ca_file`` (hostname checked).
 
-    With ``cert_file`` (and ``key_file`` unless the key is in the same PEM) a client certificate is
-    presented. Raises :class:`CredentialsError` naming the file that cannot be loaded.
+    ``ca_file`` ``None``: the system's trust store (``tablesense signage/monitor --tls`` without
+    ``--ca-file``). With ``cert_file`` (and ``key_file`` unless the key is in the same PEM) a client
+    certificate is presented. Raises :class:`CredentialsError` naming the file that cannot be loaded.
     """
-    try:
-        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
-    except (OSError, ssl.SSLError) as exc:
-        raise CredentialsError(f"TLS CA file {ca_file}: {exc}") from None
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH) if ca_file is None else _ca_context(ca_file)
     if cert_file:
         try:
             ctx.load_cert_chain(cert_file, key_file or None)
         except (OSError, ssl.SSLError) as exc:
             raise CredentialsError(f"TLS client certificate {cert_file}: {exc}") from None
+    return ctx
+
+
+def _ca_context(ca_file: str) -> ssl.SSLContext:
+    try:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise CredentialsError(f"TLS CA file {ca_file}: {exc}") from None
     return ctx
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import aiomqtt
 from aiohttp import web
 
+from daemon.broker_auth import BrokerAuth
 from daemon.logging import get_logger
 from daemon.signage.view import SignageView
 
@@ -81,11 +82,14 @@ class SignageServer:
         backoff_min / backoff_max: reconnect delay bounds in seconds (exponential, full jitter).
         info: a ``tablesense.table_info`` payload (:func:`daemon.signage.info.table_info`) shown until
             one arrives on ``{prefix}/{table}/info``.
+        auth: TLS context and user name/password for the broker (:mod:`daemon.broker_auth`; the
+            production broker's ``signage-<table>`` user may read exactly :func:`public_topics`).
     """
 
     def __init__(self, broker_host: str, broker_port: int, table: str, prefix: str = "tablesense",
                  backoff_min: float = 0.2, backoff_max: float = 5.0,
-                 info: dict[str, Any] | None = None) -> None:
+                 info: dict[str, Any] | None = None, auth: BrokerAuth | None = None) -> None:
+        self.auth = auth or BrokerAuth()
         self.broker_host = broker_host
         self.broker_port = broker_port
         self.table = table
@@ -139,7 +143,7 @@ class SignageServer:
         while not self._closing:
             try:
                 async with aiomqtt.Client(self.broker_host, self.broker_port, keepalive=10,
-                                          timeout=5) as client:
+                                          timeout=5, **self.auth.client_kwargs()) as client:
                     for topic in public_topics(self.prefix, self.table):
                         await client.subscribe(topic, qos=1)
                     attempt = 0
@@ -220,19 +224,21 @@ class SignageServer:
 
 async def start_signage(broker_host: str, broker_port: int, table: str, prefix: str = "tablesense",
                         listen: str = "127.0.0.1:8080", info: dict[str, Any] | None = None,
-                        ) -> tuple[str, Callable[[], Awaitable[None]]]:
+                        auth: BrokerAuth | None = None) -> tuple[str, Callable[[], Awaitable[None]]]:
     """Start the signage server in the running event loop.
 
     ``listen`` is ``HOST:PORT`` (port 0 picks a free port); ``info`` is an optional table-info payload
-    (:func:`daemon.signage.info.table_info` of the table's config). Returns ``(url, stop)``: the page's URL,
-    e.g. ``http://127.0.0.1:8080/``, and a coroutine function that stops the server and its MQTT task.
+    (:func:`daemon.signage.info.table_info` of the table's config); ``auth`` the broker's TLS and
+    credentials (:class:`daemon.broker_auth.BrokerAuth`, default plain and anonymous). Returns
+    ``(url, stop)``: the page's URL, e.g. ``http://127.0.0.1:8080/``, and a coroutine function that
+    stops the server and its MQTT task.
 
     Raises:
         ValueError: ``listen`` is not ``HOST:PORT``.
         OSError: the address cannot be bound (e.g. the port is in use).
     """
     host, port = parse_hostport(listen, 8080)
-    server = SignageServer(broker_host, broker_port, table, prefix, info=info)
+    server = SignageServer(broker_host, broker_port, table, prefix, info=info, auth=auth)
     runner = web.AppRunner(server.app(), access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
