@@ -1,8 +1,15 @@
 """``tablesense monitor --broker HOST:PORT [--table T]``: the live table view from any subscriber.
 
+    tablesense monitor [--broker HOST:PORT] [--table T] [--prefix tablesense] [--no-ui]
+                       [--tls | --ca-file FILE] [--cert-file FILE [--key-file FILE]]
+                       [--credentials-file FILE]
+
 Subscribes only to the public topics (status, round, results, settlements, alarms, devices/+), so it
 needs no access to ``floor/``, and shows the same view as ``tablesense demo`` (:mod:`daemon.view`).
-``--no-ui`` prints one plain line per message instead. Ctrl-C ends it with a summary.
+``--no-ui`` prints one plain line per message instead. Ctrl-C ends it with a summary. On the
+production broker (TLS, no anonymous clients, ACL; docs/security.md) it logs in as ``surveillance`` or
+``floor`` (both read alarms; ``signage-<table>`` would see no alarms) with the flags of
+:mod:`daemon.broker_auth`, checked as ``tablesense run`` checks its own.
 """
 
 from __future__ import annotations
@@ -13,21 +20,23 @@ from typing import Any
 
 import aiomqtt
 
+from daemon.broker_auth import DEFAULT_TLS_PORT, add_auth_arguments, auth_from_args, uses_tls
 from daemon.cli import UsageError
+from daemon.mqtt import CredentialsError
 from daemon.view import TableView, summary_lines, watch
 
 __all__ = ["parse_broker", "register", "run"]
 
 
-def parse_broker(text: str) -> tuple[str, int]:
-    """``"HOST:PORT"`` (or ``"HOST"`` for port 1883) as ``(host, port)``.
+def parse_broker(text: str, default_port: int = 1883) -> tuple[str, int]:
+    """``"HOST:PORT"`` (or ``"HOST"`` for ``default_port``) as ``(host, port)``.
 
     Raises:
         UsageError: empty host, or a port that is not 1..65535.
     """
     host, sep, port_text = text.rpartition(":")
     if not sep:
-        host, port_text = text, "1883"
+        host, port_text = text, str(default_port)
     host = host.strip("[]")
     if not host:
         raise UsageError(f"--broker {text!r}: expected HOST:PORT")
@@ -45,19 +54,32 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("monitor", help="live view of a table from its public MQTT topics",
                               description="Show a table's live view (cards, pair hits and odds, payouts, "
                                           "running win/loss per wager) from the public topics.")
-    p.add_argument("--broker", default="127.0.0.1:1883", metavar="HOST:PORT", help="default 127.0.0.1:1883")
+    p.add_argument("--broker", default="127.0.0.1", metavar="HOST:PORT",
+                   help="default 127.0.0.1:1883 (127.0.0.1:8883 with TLS); without a port: 1883, or 8883 "
+                        "with TLS")
     p.add_argument("--table", default=None, help="table id (default: every table under the prefix)")
     p.add_argument("--prefix", default="tablesense", help="topic prefix (default: tablesense)")
     p.add_argument("--no-ui", action="store_true", help="plain lines instead of the live view")
+    add_auth_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Watch until Ctrl-C, then print the summary; returns the exit status."""
-    host, port = parse_broker(args.broker)
+    """Watch until Ctrl-C, then print the summary; returns the exit status.
+
+    Raises UsageError (one line) for a bad --broker, a broker that refuses or cannot be reached at the
+    first attempt (TLS verification, user name or password included), and a credentials file that is
+    missing, malformed or accessible by other users, or a TLS file that cannot be loaded.
+    """
+    host, port = parse_broker(args.broker, DEFAULT_TLS_PORT if uses_tls(args) else 1883)
+    try:
+        auth = auth_from_args(args)
+    except CredentialsError as exc:
+        raise UsageError(f"monitor: {exc}") from None
     views: dict[str, TableView] = {}
     try:
-        asyncio.run(watch(host, port, prefix=args.prefix, table=args.table, ui=not args.no_ui, views=views))
+        asyncio.run(watch(host, port, prefix=args.prefix, table=args.table, ui=not args.no_ui, views=views,
+                          auth=auth))
     except aiomqtt.MqttError as exc:
         raise UsageError(f"cannot reach the broker at {host}:{port}: {exc}") from None
     except BrokenPipeError:  # e.g. piped into head: the reader has gone

@@ -1,11 +1,14 @@
 """``tablesense signage``: the table display, a web page fed by the table's public MQTT topics.
 
     tablesense signage --broker HOST:PORT --table T [--prefix tablesense] [--listen 127.0.0.1:8080]
-                       [--config FILE]
+                       [--config FILE] [--tls | --ca-file FILE] [--cert-file FILE [--key-file FILE]]
+                       [--credentials-file FILE]
 
 Serves the page on ``--listen`` (the URL is printed on stdout; JSON log lines go to stderr) and
 subscribes to ``{prefix}/{table}/`` status, round, results, settlements, scoreboard, info and devices/+
-(never ``floor/``); see docs/signage.md. Runs until interrupted (Ctrl-C / SIGTERM).
+(never ``floor/``); see docs/signage.md. Runs until interrupted (Ctrl-C / SIGTERM). On the production
+broker (TLS, no anonymous clients, ACL; docs/security.md) it logs in as ``signage-<table>`` with the
+flags of :mod:`daemon.broker_auth`, checked as ``tablesense run`` checks its own.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import signal
 import sys
 from typing import Any
 
+from daemon.broker_auth import DEFAULT_TLS_PORT, BrokerAuth, add_auth_arguments, auth_from_args, uses_tls
 from daemon.cli import UsageError
 from daemon.config import ConfigError, load_config
 from daemon.logging import bind_table, configure
+from daemon.mqtt import CredentialsError
 from daemon.signage.info import table_info
 from daemon.signage.server import parse_hostport, start_signage
 
@@ -32,19 +37,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "signage", help="serve the table display (web page) from the table's public MQTT topics",
         description="A web page for a screen at the table: round, cards, pair wins and their odds, side "
                     "wagers and, for baccarat, the scoreboard roads. Updated live from MQTT.")
-    p.add_argument("--broker", required=True, metavar="HOST:PORT", help="MQTT broker, e.g. 127.0.0.1:1883")
+    p.add_argument("--broker", required=True, metavar="HOST:PORT",
+                   help="MQTT broker, e.g. 127.0.0.1:1883 (without a port: 1883, or 8883 with TLS)")
     p.add_argument("--table", required=True, metavar="T", help="table id (as in the table's config)")
     p.add_argument("--prefix", default="tablesense", help="topic prefix (default: tablesense)")
     p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
                    help="address of the web server (default: 127.0.0.1:8080; port 0 picks a free one)")
     p.add_argument("--config", metavar="FILE",
                    help="the table's config (TOML): shows its side wagers, paytables and limits")
+    add_auth_arguments(p)
     p.set_defaults(func=run)
 
 
-async def _serve(args: argparse.Namespace, broker: tuple[str, int], info: dict[str, Any] | None) -> int:
+async def _serve(args: argparse.Namespace, broker: tuple[str, int], info: dict[str, Any] | None,
+                 auth: BrokerAuth) -> int:
     try:
-        url, stop = await start_signage(broker[0], broker[1], args.table, args.prefix, args.listen, info)
+        url, stop = await start_signage(broker[0], broker[1], args.table, args.prefix, args.listen, info,
+                                        auth=auth)
     except OSError as exc:
         raise UsageError(f"signage: cannot listen on {args.listen}: {exc.strerror or exc}") from None
     print(f"tablesense signage: table {args.table} on {url}", flush=True)
@@ -61,9 +70,14 @@ async def _serve(args: argparse.Namespace, broker: tuple[str, int], info: dict[s
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the display until interrupted. Raises UsageError for a bad --broker/--listen/--table."""
+    """Run the display until interrupted.
+
+    Raises UsageError (one line) for a bad --broker/--listen/--table/--prefix/--config, and for a
+    credentials file that is missing, malformed or accessible by other users, or a TLS file that cannot
+    be loaded (:func:`daemon.broker_auth.auth_from_args`).
+    """
     try:
-        broker = parse_hostport(args.broker, 1883)
+        broker = parse_hostport(args.broker, DEFAULT_TLS_PORT if uses_tls(args) else 1883)
         parse_hostport(args.listen, 8080)
     except ValueError as exc:
         raise UsageError(f"signage: {exc}") from None
@@ -81,8 +95,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"signage: --config {args.config} is for table {cfg.table!r}, "
                              f"not {args.table!r}")
         info = table_info(cfg)
+    try:
+        auth = auth_from_args(args)
+    except CredentialsError as exc:
+        raise UsageError(f"signage: {exc}") from None
     configure("info", stream=sys.stderr)  # JSON log lines on stderr; stdout carries the URL line
     bind_table(args.table)
-    code = asyncio.run(_serve(args, broker, info))
+    code = asyncio.run(_serve(args, broker, info, auth))
     sys.stdout.flush()
     return code
