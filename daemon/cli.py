@@ -3,13 +3,15 @@
 Each sub-command lives in its own module under :mod:`daemon.commands` exposing
 ``register(subparsers) -> None``, which adds a parser whose ``func`` default takes the parsed
 arguments and returns the exit status. Errors a user can fix are reported as one line on stderr with
-exit status 2, never a traceback.
+exit status 2, never a traceback. A closed pipe on stdout (``tablesense recall --json | head``) ends
+the command quietly with exit status 141 (128 + SIGPIPE, as the shell reports for other tools).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -77,11 +79,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
     except UsageError as exc:
         print(f"tablesense: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (``tablesense recall --json | head``): quiet, as a shell tool should.
+        # Python docs, "Note on SIGPIPE": point stdout at devnull so the flush at exit cannot raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     return code
 
 

@@ -136,6 +136,19 @@ def test_cli_json_lists_round_records(journal_dir: Path, capsys: pytest.CaptureF
     assert one["round_id"] == "1-1" and one["baccarat"]["winner"] == "banker"
 
 
+def test_cli_output_into_a_closed_pipe_is_quiet(journal_dir: Path) -> None:
+    """``tablesense recall --json | head`` when head has gone: no BrokenPipeError traceback, exit 141."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte is written
+    try:
+        proc = subprocess.run([str(Path(sys.executable).with_name("tablesense")), "recall", "--journal",
+                               str(journal_dir), "--json"], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, timeout=60, check=False)
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
 def test_cli_default_is_the_current_round_and_the_nine_before(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     t = Traffic()
