@@ -105,14 +105,18 @@ def test_simulate_pads_over_tcp_prints_url_first_and_stops_on_sigterm(tmp_path: 
 
 
 def test_simulate_scripted_cards_from_a_file(tmp_path: Path) -> None:
+    """Also: ``--link`` in a directory that does not exist yet creates it (mode 0700), as README's
+    one-machine recipe (``--link /tmp/ts/shoe``) expects."""
     script = tmp_path / "round.txt"
     script.write_text("# a natural for the Player\n4S KD 5C\nQH\n", encoding="utf-8")
     proc = subprocess.Popen([str(TABLESENSE), "simulate", "shoe", "--cards", str(script), "--pace", "0.01",
-                             "--link", str(tmp_path / "shoe")],
+                             "--link", str(tmp_path / "ts" / "shoe")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         path = _first_line(proc)
+        assert path == str(tmp_path / "ts" / "shoe")
         assert os.path.realpath(path).startswith("/dev/pts/")
+        assert (tmp_path / "ts").stat().st_mode & 0o777 == 0o700
 
         async def read_cards() -> list[str]:
             async with running_link(path) as rec:
@@ -136,6 +140,7 @@ def test_simulate_scripted_cards_from_a_file(tmp_path: Path) -> None:
     (["simulate", "shoe", "--cards", "QH,QH,QH", "--decks", "2"], "--cards"),
     (["simulate", "shoe", "--cards", "/no/such/file.txt"], "no such file"),
     (["simulate", "pads", "--spots", "A,A"], "duplicate spot"),
+    (["simulate", "shoe", "--link", "afile/shoe"], "cannot create directory afile"),
     (["capture", "/dev/no-such-shoe", "--out", "x.cap"], "cannot open /dev/no-such-shoe: no such device"),
     (["capture", "/dev/null"], "--out FILE is required"),
     (["capture", "/dev/null", "--out", "x.cap", "--seconds", "-1"], "must be positive"),
@@ -146,6 +151,7 @@ def test_user_errors_are_one_line_exit_2(argv: list[str], message: str, tmp_path
                                          capsys: pytest.CaptureFixture[str],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("not a directory")
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tablesense: ") and message in err, err

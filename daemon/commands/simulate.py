@@ -6,7 +6,8 @@
                                   [--start-now] [--verbose]
 
 The first line on stdout (flushed at once) is what to point tablesense at: the pty's stable symlink
-path (``--via pty``, the default) or ``socket://127.0.0.1:PORT`` (``--via tcp``). It then runs until
+path (``--via pty``, the default; ``--link``'s directory is created, mode 0700, if missing) or
+``socket://127.0.0.1:PORT`` (``--via tcp``). It then runs until
 Ctrl-C or SIGTERM (exit status 0). Log lines go to stderr.
 
 The device speaks the tablesense reference protocol (docs/protocol.md) through the same codec module
@@ -147,8 +148,13 @@ def build_runner(args: argparse.Namespace) -> SimulatorRunner:
     if args.via == "pty":
         if args.link:
             link = Path(args.link)
+            try:
+                link.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"simulate: --link {args.link}: cannot create directory {link.parent}: "
+                                 f"{exc.strerror or exc}") from None
             if not link.parent.is_dir():
-                raise UsageError(f"simulate: --link {args.link}: directory {link.parent} does not exist")
+                raise UsageError(f"simulate: --link {args.link}: {link.parent} is not a directory")
             exposure = PtyExposure(link.name, link.parent)
         else:
             exposure = PtyExposure(args.device)
