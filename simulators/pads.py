@@ -13,7 +13,7 @@ daemon's job to flag it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from drivers.events import Button, DealerButton, SpotChanged, SpotState
 from simulators.device_model import VirtualDevice
@@ -133,18 +133,27 @@ class VirtualPads(VirtualDevice):
         """Place the scripted ``wagers`` (spot -> minor units), in the mapping's order."""
         return b"".join(self.place(spot, amount) for spot, amount in wagers.items())
 
+    def round_phases(self, wagers: Mapping[str, int], past_post: Mapping[str, int] | None = None,
+                     void: bool = False) -> Iterator[tuple[str, bytes]]:
+        """A whole scripted round as named phases ``(phase, frames)``, each made (and its frames
+        numbered) only when the iterator is advanced: ``"bets"``, ``"no_more_bets"``, optionally
+        ``"past_post"`` (changes after the lock), then ``"round_end"`` (or ``"void_round"``) and
+        ``"clear"``. A sender that writes each phase as it is made keeps the wire in sequence order even
+        when it sends other frames (heartbeats, status answers) between phases."""
+        yield "bets", self.open_round(wagers)
+        yield "no_more_bets", self.no_more_bets()
+        if past_post:
+            yield "past_post", b"".join(self.past_post(s, a) for s, a in past_post.items())
+        yield ("void_round", self.void_round()) if void else ("round_end", self.round_end())
+        yield "clear", self.clear()
+
     def play_round(self, wagers: Mapping[str, int], past_post: Mapping[str, int] | None = None,
                    void: bool = False) -> list[tuple[str, bytes]]:
-        """A whole scripted round as named phases ``[(phase, frames), ...]``: ``"bets"``,
-        ``"no_more_bets"``, optionally ``"past_post"`` (changes after the lock), then ``"round_end"``
-        (or ``"void_round"``) and ``"clear"``. The wrapper decides the pace between phases (the cards
-        are dealt between no more bets and round end)."""
-        phases = [("bets", self.open_round(wagers)), ("no_more_bets", self.no_more_bets())]
-        if past_post:
-            phases.append(("past_post", b"".join(self.past_post(s, a) for s, a in past_post.items())))
-        phases.append(("void_round", self.void_round()) if void else ("round_end", self.round_end()))
-        phases.append(("clear", self.clear()))
-        return phases
+        """All of :meth:`round_phases` at once, ``[(phase, frames), ...]``, numbered up front: only for
+        a caller that sends nothing else between the phases (e.g. writing a capture file); a live
+        device wrapper must use :meth:`round_phases` (or one heartbeat between phases would carry a
+        higher sequence number than frames still to be written: a sequence gap at the host)."""
+        return list(self.round_phases(wagers, past_post, void))
 
     def state_frames(self) -> bytes:
         """After the identity in a status answer: one ``$SP`` frame for every spot (empty ones too)."""

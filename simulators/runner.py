@@ -122,7 +122,9 @@ def pads_program(pads: VirtualPads, rng: random.Random, *, rounds: int | None = 
         else:
             chosen = rng.sample(pads.spots, rng.randint(1, len(pads.spots)))
             bets = {spot: rng.choice((500, 1000, 2500, 5000)) for spot in chosen}
-        for _phase, data in pads.play_round(bets):
+        # Phase by phase: each phase's frames are numbered when the runner takes the step (under its
+        # lock), so a heartbeat sent between phases never gets a sequence number ahead of them.
+        for _phase, data in pads.round_phases(bets):
             yield data, 2
         n += 1
 
