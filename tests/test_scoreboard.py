@@ -21,7 +21,8 @@ from daemon.scoreboard import (
     derived_colour,
 )
 
-REAL_RESULTS = Path("/work/shared/data/real-results/evolution-table-265-shoes.txt")
+DATA = Path(__file__).resolve().parent / "data"
+REAL_RESULTS = DATA / "real-results" / "evolution-table-265-shoes.txt"
 W = {"B": Winner.BANKER, "P": Winner.PLAYER, "T": Winner.TIE}
 
 
@@ -251,8 +252,6 @@ def test_property_every_derived_road_has_one_mark_per_big_road_cell_from_its_sta
 
 
 def test_property_holds_on_265_real_shoes() -> None:
-    if not REAL_RESULTS.exists():
-        pytest.skip(f"real results fixture not found at {REAL_RESULTS}")
     shoes = [line.split("|")[0].strip() for line in REAL_RESULTS.read_text().splitlines() if line.strip()]
     assert len(shoes) == 265
     board = Scoreboard()
@@ -284,9 +283,7 @@ def test_add_results_from_the_daemon_message_with_24_real_rounds() -> None:
     """Feed real recorded Ezugi rounds as tablesense.results messages; the stats equal the recorded flags."""
     from daemon.messages import BaccaratOutcome, RoundResults
 
-    path = Path("/work/shared/data/real-shoes/ezugi_queenco_32100_2022-11-28.jsonl")
-    if not path.exists():
-        pytest.skip(f"real shoe fixture not found at {path}")
+    path = DATA / "real-shoes" / "ezugi_queenco_32100_2022-11-28.jsonl"
     rows = [msgspec.json.decode(line) for line in path.read_text().splitlines() if line.strip()]
     board = Scoreboard()
     for r in rows:

@@ -42,7 +42,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 ROOT = Path(__file__).resolve().parents[1]
-EZUGI = Path("/work/shared/data/real-shoes/ezugi_queenco_32100_2022-11-28.jsonl")
+EZUGI = ROOT / "tests" / "data" / "real-shoes" / "ezugi_queenco_32100_2022-11-28.jsonl"
 TS = "2026-11-29T12:00:00Z"
 WAIT_MS = 20_000  # how long Playwright waits for the page to show something (a wait, not a speed check)
 
@@ -179,8 +179,6 @@ async def open_signage(broker: MosquittoBroker, table: str, prefix: str, info: d
 
 async def test_baccarat_shoe_roads_pair_banner_and_offline_notices(
         broker: MosquittoBroker, page: Page, tmp_path: Path) -> None:
-    if not EZUGI.exists():
-        pytest.skip(f"real shoe fixture not found at {EZUGI}")
     rows = [msgspec.json.decode(line) for line in EZUGI.read_text().splitlines() if line.strip()]
     table, prefix = "bac-01", "ts-browser-bac"
     info = table_info(load_config(ROOT / "deploy/examples/baccarat.toml"))
