@@ -119,11 +119,14 @@ class SimTable:
     no cut card). ``pace``: seconds per card (0: as fast as the daemon acknowledges). ``ack_timeout``:
     seconds to wait for the daemon's acknowledgement before raising ``TimeoutError``.
     ``on_card(seq, t)``: called after each card frame is written (``t``: ``loop.time()``), for latency.
+    ``links``: role (``shoe``, ``pads``) -> pty symlink path, instead of ``directory/<role>`` (used by
+    ``tablesense simulate table``, which puts the devices where the table config's urls point).
     """
 
     def __init__(self, config: TableConfig, directory: str | Path, *, seed: int = 1,
                  cards: Iterable[Card | str] | None = None, pace: float = 0.0, ack_timeout: float = 30.0,
-                 cut_card_at: int | None = None, on_card: Any = None) -> None:
+                 cut_card_at: int | None = None, on_card: Any = None,
+                 links: Mapping[str, str | Path] | None = None) -> None:
         self.config = config
         self.directory = Path(directory)
         self.rng = random.Random(seed)
@@ -137,8 +140,10 @@ class SimTable:
             self.shoe = VirtualShoe(config.shoe_decks, seed=seed, burn="rule" if config.game != "uth" else 0,
                                     cut_card_at=cut_card_at if cut_card_at is not None else "default")
         self.pads = VirtualPads(list(config.spots), rfid=True)
-        self.shoe_exposure = PtyExposure("shoe", self.directory)
-        self.pads_exposure = PtyExposure("pads", self.directory)
+        paths = {role: Path((links or {}).get(role, self.directory / role)) for role in ("shoe", "pads")}
+        self.shoe_exposure = PtyExposure(paths["shoe"].name, paths["shoe"].parent)
+        self.pads_exposure = PtyExposure(paths["pads"].name, paths["pads"].parent)
+        self._link_dirs = {p.parent for p in paths.values()}
         self.shoe_runner = SimulatorRunner(self.shoe, self.shoe_exposure, [], pace=0, heartbeat=2.0)
         self.pads_runner = SimulatorRunner(self.pads, self.pads_exposure, [], pace=0, heartbeat=2.0)
         self.rounds: list[DealtRound] = []
@@ -154,7 +159,8 @@ class SimTable:
 
     async def start(self) -> None:
         """Create the ptys and start answering the host (status requests, acknowledgements)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        for d in self._link_dirs:
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
         for runner in (self.shoe_runner, self.pads_runner):
             self._tasks.append(asyncio.create_task(runner.run()))
         for _ in range(500):

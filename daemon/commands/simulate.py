@@ -1,4 +1,5 @@
-"""``tablesense simulate``: run a virtual shoe or bet pads on a pseudo-terminal or a TCP port.
+"""``tablesense simulate``: run a virtual shoe or bet pads on a pseudo-terminal or a TCP port, or a
+whole simulated table.
 
     tablesense simulate shoe|pads [--decks N] [--seed S] [--cards FILE|LIST] [--pace SECONDS]
                                   [--via pty|tcp] [--port P] [--link PATH] [--fault NAME ...]
@@ -16,6 +17,15 @@ its connection on TCP), so the daemon sees the shoe from its first frame; ``--st
 once (e.g. for ``tablesense capture``, which only listens). ``--fault`` names are listed in
 ``--help`` (:data:`simulators.runner.FAULTS`). USB exposure needs the simulator in the daemon's own
 process (a pyusb backend in Python), so it is available to tests, not here.
+
+    tablesense simulate table --config FILE [--rounds N] [--seed S] [--pace SECONDS] [--verbose]
+
+A shoe and bet pads dealt in step, as ``tablesense demo`` deals them (:class:`simulators.dealer.SimTable`):
+ptys at the config's ``[devices.*] url`` paths (first stdout line ``shoe PATH pads PATH``), then, once
+``tablesense run --config FILE`` has opened both, rounds of the config's game with random wagers within
+its limits, each step waiting for the daemon's acknowledgement, so bets are locked before the first card
+and the last card is in before round end (no ``PAST_POSTING`` or ``UNEXPECTED_BUTTON`` from two
+unsynchronised simulators). ``--pace`` is seconds per card. Exit 0 after ``--rounds`` or Ctrl-C/SIGTERM.
 """
 
 from __future__ import annotations
@@ -34,9 +44,10 @@ from typing import TYPE_CHECKING
 from daemon.cli import UsageError
 
 if TYPE_CHECKING:
+    from simulators.dealer import SimTable
     from simulators.runner import SimulatorRunner, Step
 
-__all__ = ["build_runner", "register", "run"]
+__all__ = ["build_runner", "build_table", "register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,7 +60,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "protocol. Prints the device path or URL (first line of stdout), then runs until "
                     "Ctrl-C / SIGTERM.",
         epilog="faults: " + "; ".join(f"{k}: {v}" for k, v in FAULTS.items()))
-    p.add_argument("device", metavar="shoe|pads", help="which device to simulate")
+    p.add_argument("device", metavar="shoe|pads|table",
+                   help="which device to simulate; table: shoe and pads dealt in step with the daemon")
+    p.add_argument("--config", metavar="FILE",
+                   help="table: the table config the daemon runs with (devices.*.url say where the ptys go)")
     p.add_argument("--decks", default="8", metavar="N", help="decks in the shoe, 1 to 8 (default 8)")
     p.add_argument("--seed", default=None, metavar="S", help="shuffle and fault seed (integer)")
     p.add_argument("--cards", metavar="FILE|LIST",
@@ -111,7 +125,7 @@ def build_runner(args: argparse.Namespace) -> SimulatorRunner:
     from simulators.shoe import VirtualShoe
 
     if args.device not in ("shoe", "pads"):
-        raise UsageError(f"simulate: unknown device {args.device!r}; choose shoe or pads")
+        raise UsageError(f"simulate: unknown device {args.device!r}; choose shoe, pads or table")
     decks = int(_number(args.decks, "--decks", int, 1, 8))
     seed = None if args.seed is None else int(_number(args.seed, "--seed", int, 0))
     pace = _number(args.pace, "--pace", float, 0)
@@ -193,10 +207,94 @@ async def _serve(runner: SimulatorRunner) -> None:
             await task
 
 
+def build_table(args: argparse.Namespace) -> tuple[SimTable, int | None]:
+    """Validate ``simulate table`` arguments: the :class:`simulators.dealer.SimTable` for the table
+    config's game, with its ptys at the config's ``[devices.*] url`` paths, and the rounds to deal
+    (``None``: until stopped).
+
+    Raises:
+        UsageError: no or a bad ``--config``, a device url that is not a path, no shoe or no pads, a
+            ``[burn] mode`` other than ``shoe`` (the simulated shoe reports its burn), a bad option.
+    """
+    from daemon.config import ConfigError, load_config
+    from simulators.dealer import SimTable
+
+    if not args.config:
+        raise UsageError("simulate table: --config FILE is required (the table config the daemon runs with)")
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        raise UsageError(f"simulate table: {exc}") from None
+    links: dict[str, str] = {}
+    for name, dev in cfg.devices.items():
+        if "://" in dev.url or dev.url.startswith("usb:"):
+            raise UsageError(f"simulate table: devices.{name}.url {dev.url!r} is not a path; the simulated "
+                             f"table makes pseudo-terminals, e.g. url = \"/tmp/ts/{dev.role}\"")
+        if dev.role in links:
+            raise UsageError(f"simulate table: two devices with role {dev.role!r}")
+        links[dev.role] = dev.url
+    for role in ("shoe", "pads"):
+        if role not in links:
+            raise UsageError(f"simulate table: the config has no device with role = \"{role}\"")
+    if cfg.burn.mode != "shoe":
+        raise UsageError(f"simulate table: [burn] mode is {cfg.burn.mode!r}; the simulated shoe reports its "
+                         "own burn: set mode = \"shoe\" in the config the daemon runs with")
+    seed = 1 if args.seed is None else int(_number(args.seed, "--seed", int, 0))
+    pace = _number(args.pace, "--pace", float, 0)
+    rounds = None if args.rounds is None else int(_number(args.rounds, "--rounds", int, 1))
+    sim = SimTable(cfg, Path(links["shoe"]).parent, seed=seed, pace=pace, links=links)
+    return sim, rounds
+
+
+async def _deal_table(sim: SimTable, rounds: int | None) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def deal() -> None:
+        await sim.start()
+        print(f"shoe {sim.urls['shoe']} pads {sim.urls['pads']}", flush=True)
+        await sim.wait_host(timeout=365 * 86400.0)  # until the daemon opens both devices
+        n = 0
+        while rounds is None or n < rounds:
+            try:
+                await sim.play_round()
+            except TimeoutError:
+                raise UsageError(f"simulate table: the daemon did not acknowledge a frame within "
+                                 f"{sim.ack_timeout:g} s (is `tablesense run` running with this config?)"
+                                 ) from None
+            n += 1
+
+    task = asyncio.create_task(deal())
+    waiter = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+    finally:
+        waiter.cancel()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await sim.close()
+
+
 def run(args: argparse.Namespace) -> int:
-    """Entry point of ``tablesense simulate``; returns 0 after Ctrl-C / SIGTERM."""
+    """Entry point of ``tablesense simulate``; returns 0 after Ctrl-C / SIGTERM (``table``: also after
+    ``--rounds``)."""
     from daemon.logging import configure
 
+    if args.device == "table":
+        sim, rounds = build_table(args)
+        configure("info" if args.verbose else "warning", stream=sys.stderr)
+        try:
+            asyncio.run(_deal_table(sim, rounds))
+        except OSError as exc:
+            raise UsageError(f"simulate table: {exc}") from None
+        return 0
+    if args.config:
+        raise UsageError("simulate: --config is for simulate table")
     runner = build_runner(args)
     configure("info" if args.verbose else "warning", stream=sys.stderr)
     try:
