@@ -282,7 +282,8 @@ def test_file_errors_are_one_line(broker: Broker, tmp_path: Path, cmd: str) -> N
 
 
 def test_monitor_refused_by_the_broker_is_one_line(broker: Broker, tmp_path: Path) -> None:  # noqa: F811
-    """A wrong password (CONNACK refused) and a broker certificate from another CA: one line each."""
+    """A wrong password (CONNACK refused), a broker certificate from another CA, and ``--tls`` with the
+    system trust store (no test CA in it): one line each."""
     creds = tmp_path / "wrong.credentials"
     creds.write_text("surveillance\nnot-the-password\n")
     creds.chmod(0o600)
@@ -291,5 +292,9 @@ def test_monitor_refused_by_the_broker_is_one_line(broker: Broker, tmp_path: Pat
     assert line.startswith(f"tablesense: cannot reach the broker at 127.0.0.1:{broker.port}:"), line
     line = one_line_error("monitor", "--broker", f"127.0.0.1:{broker.port}",
                           "--ca-file", str(broker.dir / "rogue-ca.pem"),
+                          "--credentials-file", credentials(tmp_path, "surveillance"))
+    assert "certificate verify failed" in line, line
+    # --tls alone trusts the system store, which does not hold the test CA
+    line = one_line_error("monitor", "--broker", f"127.0.0.1:{broker.port}", "--tls",
                           "--credentials-file", credentials(tmp_path, "surveillance"))
     assert "certificate verify failed" in line, line
