@@ -109,6 +109,15 @@ def test_past_posting_alarm_names_seat_and_spot_and_settles_at_the_locked_value(
     assert [(c.spot, c.amount) for c in after] == [("1P", 50000)]
 
 
+def test_past_posting_alarm_text_says_empty_for_chips_taken_off_not_none() -> None:
+    d = Driver(baccarat_config())
+    _round(d)
+    d.card("9H")
+    (a,) = d.alarms(d.remove("1P"))
+    assert a.code == "PAST_POSTING"
+    assert "changed from 1000 to empty after the wagers were locked" in a.text and "None" not in a.text
+
+
 def test_presence_only_change_after_lock_is_not_called_a_past_post() -> None:
     d = Driver(baccarat_config())
     d.bet("2PP", None)

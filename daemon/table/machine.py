@@ -50,7 +50,7 @@ from daemon.table.barrier import public_cards, public_outcome
 from daemon.table.blackjack_deal import BlackjackRound
 from daemon.table.game import BURN, Face, GameRound, LockedWager, Outcome
 from daemon.table.inputs import COMMAND_NAMES, Channel, Command, CommandReply, Emit, TableStart, TimedInput
-from daemon.table.pads import Pads
+from daemon.table.pads import Pads, PadState
 from daemon.table.record import CardEntry, RoundRecord
 from daemon.table.shoe import ShoeTracker
 from daemon.table.uth_deal import UthRound
@@ -97,6 +97,13 @@ _ROAD_GAMES = frozenset({"baccarat", "ez-baccarat"})
 
 _GAME_ROUNDS: dict[str, type[GameRound]] = {
     "baccarat": BaccaratRound, "ez-baccarat": BaccaratRound, "blackjack": BlackjackRound, "uth": UthRound}
+
+
+def _bet_text(state: PadState) -> str:
+    """A spot's bet for an alarm text: its amount in minor units, ``empty``, or ``chips`` (amount unknown)."""
+    if not state.present:
+        return "empty"
+    return "chips" if state.amount is None else str(state.amount)
 
 
 class TableMachine:
@@ -613,7 +620,8 @@ class TableMachine:
             self._changed[ev.spot] = True
             presence = after.amount is None and before.amount is None
             code = AlarmCode.PRESENCE_CHANGED_AFTER_LOCK if presence else AlarmCode.PAST_POSTING
-            what = "presence changed" if presence else f"changed from {before.amount} to {after.amount}"
+            what = ("presence changed" if presence
+                    else f"changed from {_bet_text(before)} to {_bet_text(after)}")
             self._alarm(code, f"seat {conf.seat} spot {ev.spot} ({conf.bet}) {what} after the wagers were "
                         "locked; settled at the locked value", seat=conf.seat, spot=ev.spot, device=ev.device)
         elif self._phase in (Phase.BETTING, Phase.BURN) and after.present and after.amount is not None:
