@@ -159,11 +159,16 @@ class TableView:
         where = f"seat {m.seat}" + (f" {m.hand}" if m.hand else "")
         odds = f" at {m.odds}" if m.odds else ""
         line = (f"r{m.round} {where} {m.bet} {_money(m.stake, self.minor_unit, False)} -> {m.outcome}"
-                f" {m.category}{odds} net {_money(m.net, self.minor_unit)}")
+                f"{_category(m)}{odds} net {_money(m.net, self.minor_unit)}")
         self.recent.append(line)
         if m.outcome == "win" and "pair" in m.bet:
             self.pair_hits.append(f"r{m.round} {where}: {m.category} pays {m.odds} "
                                   f"({_money(m.net, self.minor_unit)})")
+
+
+def _category(m: SettlementMessage) -> str:
+    """`` <category>`` when it says more than the outcome (``win player_pair``), else nothing (``lose``)."""
+    return f" {m.category}" if m.category and m.category != m.outcome else ""
 
 
 def public_filters(prefix: str, table: str | None) -> list[str]:
@@ -288,7 +293,7 @@ def plain_line(message: Message, minor_unit: int = 2) -> str | None:
         odds = f" at {m.odds}" if m.odds else ""
         stake = _money(m.stake, minor_unit, False)
         return (f"[{m.table}] settle r{m.round} seat {m.seat} {m.bet} stake {stake}"
-                f" {m.outcome} {m.category}{odds} net {_money(m.net, minor_unit)}")
+                f" {m.outcome}{_category(m)}{odds} net {_money(m.net, minor_unit)}")
     if isinstance(message, AlarmMessage):
         a = message
         return f"[{a.table}] ALARM #{a.alarm_id} {a.code} {a.severity}: {a.text}"

@@ -75,3 +75,16 @@ def test_public_filters_never_include_floor_or_commands() -> None:
     fs = public_filters("tablesense", None)
     assert "tablesense/+/settlements" in fs
     assert not any("floor" in f or "cmd" in f or "#" in f for f in fs)
+
+
+def test_settlement_lines_print_the_category_only_when_it_differs_from_the_outcome() -> None:
+    import msgspec
+
+    lose = msgspec.structs.replace(settle(1, "player", "lose", -5000, stake=5000), category="lose")
+    win = msgspec.structs.replace(settle(2, "player_pair", "win", 11000, "11 to 1"), category="player_pair")
+    v = TableView("T1")
+    assert v.apply(lose) and v.apply(win)
+    assert v.recent[0].endswith("-> lose net -50.00") and "lose lose" not in v.recent[0]
+    assert "-> win player_pair at 11 to 1 net +110.00" in v.recent[1]
+    assert plain_line(lose, 2).endswith("stake 50.00 lose net -50.00")
+    assert " win player_pair at 11 to 1 net" in plain_line(win, 2)

@@ -252,3 +252,27 @@ def test_recall_reads_while_another_process_writes(tmp_path: Path) -> None:
             writer.stdout.close()
     with Journal(tmp_path, TABLE):  # the killed writer left a journal that opens clean
         pass
+
+
+@pytest.mark.parametrize(("game", "shown"), [("baccarat", False), ("ez-baccarat", True)])
+def test_human_view_shows_dragon_7_only_on_an_ez_baccarat_table(game: str, shown: bool) -> None:
+    """Player K 6 (6), Banker 4 K 3: a three-card Banker 7 win, a Dragon 7 only where EZ Baccarat is dealt."""
+    import io
+
+    from rich.console import Console
+
+    from daemon.commands.recall import render_round
+    from daemon.journal.recall import RoundRecord
+    from daemon.messages import BaccaratOutcome
+
+    record = RoundRecord(table="T", round_id="1-1", shoe=1, round=1, game=game, status="complete", void=False,
+                         started_ts="2026-11-29T12:00:00Z", ended_ts="2026-11-29T12:00:09Z",
+                         baccarat=BaccaratOutcome(player=("KH", "6C"), banker=("4S", "KD", "3C"),
+                                                  player_total=6, banker_total=7, winner="banker",
+                                                  player_natural=False, banker_natural=False,
+                                                  player_pair=False, banker_pair=False, dragon_7=True))
+    console = Console(file=io.StringIO(), width=200)
+    console.print(render_round(record))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "winner: banker" in text
+    assert ("dragon 7" in text) is shown

@@ -125,8 +125,10 @@ def render_round(record: RoundRecord, currency: str | None = None, minor_unit: i
         parts.append(Text("Burned: " + " ".join(b.card or "?" for b in record.burns)))
     if record.baccarat is not None:
         b = record.baccarat
-        pairs = [n for n, hit in (("player pair", b.player_pair), ("banker pair", b.banker_pair),
-                                  ("dragon 7", b.dragon_7), ("panda 8", b.panda_8)) if hit]
+        flags = [("player pair", b.player_pair), ("banker pair", b.banker_pair)]
+        if record.game == "ez-baccarat":  # Dragon 7 and Panda 8 are EZ Baccarat outcomes only
+            flags += [("dragon 7", b.dragon_7), ("panda 8", b.panda_8)]
+        pairs = [n for n, hit in flags if hit]
         parts.append(Text(
             f"Player {' '.join(b.player)} ({b.player_total}{', natural' if b.player_natural else ''})  "
             f"Banker {' '.join(b.banker)} ({b.banker_total}{', natural' if b.banker_natural else ''})  "
