@@ -320,6 +320,12 @@ def summary_lines(view: TableView) -> list[str]:
     return lines
 
 
+_FINAL_QUIET = 0.3
+"""Seconds without a message after ``until`` is met before :func:`watch` returns (the final state)."""
+_FINAL_MAX = 2.0
+"""At most this many seconds of further messages are taken after ``until`` is met."""
+
+
 async def watch(host: str, port: int, *, prefix: str = "tablesense", table: str | None = None,
                 ui: bool = True, out: TextIO | None = None, minor_unit: int = 2,
                 until: Callable[[dict[str, TableView]], bool] | None = None,
@@ -327,7 +333,9 @@ async def watch(host: str, port: int, *, prefix: str = "tablesense", table: str 
                 ready: asyncio.Event | None = None, console: Console | None = None,
                 views: dict[str, TableView] | None = None,
                 auth: BrokerAuth | None = None) -> dict[str, TableView]:
-    """Subscribe to the public topics and show them until ``until(views)`` is true (or cancelled).
+    """Subscribe to the public topics and show them until ``until(views)`` is true (or cancelled), then
+    take the messages that follow at once (until 0.3 s pass without one, at most 2 s), so the last
+    frame shows the final state, not the one the condition was met in.
 
     ``ui``: a rich live view; else one plain line per message on ``out`` (default stdout).
     Connects with MQTT 3.1.1 (works with every broker; no v5 feature is needed to read), reconnecting
@@ -348,6 +356,7 @@ async def watch(host: str, port: int, *, prefix: str = "tablesense", table: str 
             live.update(body)
 
     connected_once = False
+    loop = asyncio.get_running_loop()
     with live if live is not None else contextlib.nullcontext():
         show()
         while True:
@@ -360,7 +369,20 @@ async def watch(host: str, port: int, *, prefix: str = "tablesense", table: str 
                         await client.subscribe(f, qos=1)
                     if ready is not None:
                         ready.set()
-                    async for m in client.messages:
+                    messages = client.messages
+                    finishing_since: float | None = None
+                    while True:
+                        if finishing_since is None:
+                            m = await anext(messages)
+                        else:
+                            # ``until`` is met: take what the daemon publishes right after (the round
+                            # state with the last card, the results) so the last frame is the final state.
+                            left = finishing_since + _FINAL_MAX - loop.time()
+                            try:
+                                m = await asyncio.wait_for(anext(messages), min(_FINAL_QUIET, max(left, 0)))
+                            except TimeoutError:
+                                show()
+                                return views
                         payload = m.payload if isinstance(m.payload, bytes | bytearray) else b""
                         try:
                             msg = decode_message(bytes(payload))
@@ -379,8 +401,8 @@ async def watch(host: str, port: int, *, prefix: str = "tablesense", table: str 
                                 print(line, file=stream, flush=True)
                         else:
                             show()
-                        if until is not None and until(views):
-                            return views
+                        if finishing_since is None and until is not None and until(views):
+                            finishing_since = loop.time()
             except aiomqtt.MqttError:
                 if not connected_once:
                     raise
