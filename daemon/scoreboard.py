@@ -4,7 +4,7 @@ Pure: no I/O, no clock. The daemon feeds it one :class:`RoundOutcome` per comple
 publishes :meth:`Scoreboard.snapshot` retained on ``{prefix}/{table}/scoreboard`` so every display draws
 the same roads, and one that starts late is complete at once.
 
-Rules implemented (../shared/reference/rules.md §5.2, from the OG roadmap rules, the Sikwin five-road
+Rules implemented (docs/rules.md §5.2, from the OG roadmap rules, the Sikwin five-road
 rules, the Gamicorp bead-plate rules, 138qiu's Big Road description and toewailin/baccarat-roadmap):
 
 * **Bead plate**: one cell per round including ties, in strict order, 6 rows high, filled top to
