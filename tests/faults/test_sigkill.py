@@ -58,7 +58,9 @@ async def test_sigkill_at_random_points(rigs: Callable[..., Awaitable[Rig]]) -> 
     assert await rig.daemon.terminate() == 0
     assert rig.daemon.exits == [-9] * len(kills) + [0]
     alarms = [g.body["code"] for g in rig.sub.on("alarms")]
-    assert set(alarms) <= {"CUT_CARD"}, alarms  # no gap, no irregularity: the restarts lost nothing
+    # no gap, no irregularity: the restarts lost nothing (ADVANTAGE_PLAY is surveillance info about the
+    # shoe composition, raised by real shoes; it holds nothing)
+    assert set(alarms) <= {"CUT_CARD", "ADVANTAGE_PLAY"}, alarms
     resent = rig.sim.shoe_runner.resent + rig.sim.pads_runner.resent
     rig.verify("sigkill_restart", extra={"kills": len(kills), "kill_after_rounds": kills,
                                          "kills_mid_round": mid_round, "resent_frames": resent})
