@@ -10,7 +10,14 @@ count (checked by the rules modules' own ``from_names``), a wager the game does 
 mapped twice, limits, seats, devices, and the file size (at most :data:`MAX_CONFIG_BYTES`). The key
 reference is docs/configuration.md; examples for every game are in deploy/examples/.
 
-Pure apart from :func:`load_config` reading the file.
+Amounts (limits, commission unit) are at most :data:`MAX_MONEY` (2**53 - 1 minor units). Sections for
+another game (``[blackjack]`` in a baccarat config) are refused rather than silently ignored, so a
+misplaced section is noticed. Every check ``tablesense run`` depends on is here, so ``check-config``
+and ``run`` agree.
+
+Pure apart from :func:`load_config` reading the file (at most 1 MiB read, also from ``/dev/zero`` or a
+FIFO) and checking that ``journal.directory`` is not an existing non-directory; device protocols are
+looked up in the codec registry (:func:`drivers.protocols.get_codec`).
 """
 
 from __future__ import annotations
@@ -22,14 +29,20 @@ from typing import Any, Literal
 
 import msgspec
 
+from daemon.bounded import InputTooLarge, read_bounded
 from daemon.rules.advantage import parse_threshold
 from daemon.rules.errors import RulesError
 from daemon.rules.games import GAMES, get_game
 from daemon.rules.money import CommissionRule, RoundingMode
 from daemon.rules.settlement import Bet, Hand
+from daemon.topics import TABLE_ID, prefix_problem, table_problem
+from drivers.protocols import UnknownProtocol, get_codec
 
 __all__ = [
     "MAX_CONFIG_BYTES",
+    "MAX_MONEY",
+    "MAX_SESSION_EXPIRY",
+    "RATE_TEXT",
     "BlackjackConfig",
     "BurnConfig",
     "CommissionConfig",
@@ -51,8 +64,22 @@ __all__ = [
 MAX_CONFIG_BYTES = 1 << 20
 """A config file larger than 1 MiB is refused (issue 6: bounded inputs)."""
 
-_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_ID = TABLE_ID
 """Table, seat, spot and device ids: safe inside an MQTT topic level (no ``/``, ``+``, ``#``)."""
+
+MAX_MONEY = (1 << 53) - 1
+"""The largest amount (minor units) a limit, stake or commission unit may be: 2**53 - 1, so every amount
+tablesense publishes stays exact for JSON consumers that read numbers as IEEE doubles (JavaScript)."""
+
+MAX_SESSION_EXPIRY = 0xFFFFFFFF
+"""MQTT 5 Session Expiry Interval is a four-byte integer (MQTT 5.0 §3.1.2.11.2); 0xFFFFFFFF = never."""
+
+RATE_TEXT = re.compile(r"\s*(?:\d{1,12}(?:\.\d{1,12})?\s*%?|\d{1,12}\s*/\s*\d{1,12})\s*")
+"""The forms a commission rate may take (``"5%"``, ``"0.05"``, ``"1/20"``, ``"5"``): plain digits only, no
+exponent, so ``"1e999999999"`` can never make :class:`fractions.Fraction` build a billion-digit integer."""
+
+_GAME_SECTIONS = {"blackjack": ("blackjack",), "uth": ("uth",)}
+"""Sections that configure one game only; present in another game's config they are refused."""
 
 _HAND_BETS = frozenset({Bet.PERFECT_PAIRS, Bet.DRAGON_BONUS})
 """Baccarat wagers placed on one hand (§ 627c.1; § 631a.8(a)(4))."""
@@ -282,14 +309,20 @@ def load_config(path: str | Path) -> TableConfig:
         size = p.stat().st_size
         if size > MAX_CONFIG_BYTES:
             raise ConfigError(f"{p}: config is {size} bytes, larger than {MAX_CONFIG_BYTES} (1 MiB)")
-        data = p.read_bytes()
+        data = read_bounded(p, MAX_CONFIG_BYTES, f"{p}: config")  # /dev/zero, a FIFO: st_size is 0
+    except InputTooLarge as exc:
+        raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read config: {exc.strerror or exc}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: config is not UTF-8 text") from None
-    return parse_config(text)
+    cfg = parse_config(text)
+    journal_dir = Path(cfg.journal.directory)
+    if journal_dir.exists() and not journal_dir.is_dir():
+        raise _err("journal.directory", f"{cfg.journal.directory} exists and is not a directory")
+    return cfg
 
 
 def parse_config(text: str) -> TableConfig:
@@ -315,6 +348,10 @@ def parse_config(text: str) -> TableConfig:
     except RecursionError:
         raise ConfigError("config: nested too deeply") from None
     _validate(cfg)
+    for section, games in _GAME_SECTIONS.items():
+        if section in raw and cfg.game not in games:
+            raise _err(section, f"[{section}] configures {' and '.join(games)} only; this table deals "
+                       f"{cfg.game} (remove the section)")
     return cfg
 
 
@@ -369,9 +406,8 @@ def _err(key: str, text: str) -> ConfigError:
 
 
 def _validate(cfg: TableConfig) -> None:
-    if not _ID.fullmatch(cfg.table):
-        raise _err("table", f"{cfg.table!r} must be 1-64 letters, digits, '_', '-' or '.' "
-                   "(it is a topic level)")
+    if (problem := table_problem(cfg.table)) is not None:
+        raise _err("table", f"{cfg.table!r} {problem}")
     if cfg.game not in GAMES:
         raise _err("game", f"unknown game {cfg.game!r} (choose one of {', '.join(GAMES)})")
     game = get_game(cfg.game)
@@ -409,6 +445,8 @@ def _validate_commission(cfg: TableConfig) -> CommissionRule | None:
     if cfg.game != "baccarat":
         raise _err("commission", f"{cfg.game} takes no commission (only baccarat)")
     c = cfg.commission
+    if not RATE_TEXT.fullmatch(c.rate):
+        raise _err("commission.rate", f"{c.rate[:40]!r} is not a rate such as '5%', '0.05' or '1/20'")
     try:
         rate = CommissionRule.parse_rate(c.rate)
     except (ValueError, ZeroDivisionError):
@@ -418,6 +456,8 @@ def _validate_commission(cfg: TableConfig) -> CommissionRule | None:
     except ValueError:
         modes = ", ".join(m.value for m in RoundingMode)
         raise _err("commission.mode", f"{c.mode!r} is not one of {modes}") from None
+    if c.unit > MAX_MONEY:
+        raise _err("commission.unit", f"{c.unit} is above the largest amount {MAX_MONEY}")
     try:
         return CommissionRule(rate, c.unit, mode)
     except ValueError as exc:
@@ -462,6 +502,9 @@ def _validate_wagers(cfg: TableConfig, base_rules: Any) -> None:
             raise _err(f"{key}.min", f"{w.min} must be at least 1 minor unit")
         if w.max < w.min:
             raise _err(f"{key}.max", f"{w.max} is below min {w.min}")
+        if w.max > MAX_MONEY:
+            raise _err(f"{key}.max", f"{w.max} is above the largest amount {MAX_MONEY} (2**53 - 1 minor "
+                       "units, exact in JSON consumers)")
 
 
 def _validate_seats(cfg: TableConfig) -> None:
@@ -524,6 +567,10 @@ def _validate_devices(cfg: TableConfig) -> None:
             raise _err(f"{key}.url", "empty")
         if not d.protocol.strip():
             raise _err(f"{key}.protocol", "empty")
+        try:
+            get_codec(d.protocol)
+        except UnknownProtocol as exc:
+            raise _err(f"{key}.protocol", str(exc)) from None
         if not 50 <= d.baud <= 4_000_000:
             raise _err(f"{key}.baud", f"{d.baud} is not a baud rate")
         if d.role == "shoe":
@@ -538,13 +585,13 @@ def _validate_mqtt(cfg: TableConfig) -> None:
         raise _err("mqtt.host", "empty")
     if not 1 <= m.port <= 65535:
         raise _err("mqtt.port", f"{m.port} is not a TCP port")
-    if not m.topic_prefix or any(c in m.topic_prefix for c in "+#") or m.topic_prefix.startswith("/") \
-            or m.topic_prefix.endswith("/"):
-        raise _err("mqtt.topic_prefix", f"{m.topic_prefix!r} must be a topic without wildcards or outer '/'")
+    if (problem := prefix_problem(m.topic_prefix)) is not None:
+        raise _err("mqtt.topic_prefix", f"{m.topic_prefix!r} {problem}")
     if m.client_id is not None and not 1 <= len(m.client_id) <= 128:
         raise _err("mqtt.client_id", "must be 1 to 128 characters")
-    if m.session_expiry < 0:
-        raise _err("mqtt.session_expiry", f"{m.session_expiry} must not be negative")
+    if not 0 <= m.session_expiry <= MAX_SESSION_EXPIRY:
+        raise _err("mqtt.session_expiry", f"{m.session_expiry} must be 0 to {MAX_SESSION_EXPIRY} seconds "
+                   "(a four-byte MQTT field; the largest means never expire)")
     if not 5 <= m.keepalive <= 3600:
         raise _err("mqtt.keepalive", f"{m.keepalive} must be 5 to 3600 seconds")
     if m.tls is not None and (m.tls.cert_file is None) != (m.tls.key_file is None):
@@ -558,8 +605,10 @@ def _validate_misc(cfg: TableConfig) -> None:
         raise _err("integrity.advantage_threshold", str(exc).removeprefix("advantage_threshold: ")) from None
     if not cfg.journal.directory.strip():
         raise _err("journal.directory", "empty")
-    if cfg.journal.retention_days < 0:
-        raise _err("journal.retention_days", f"{cfg.journal.retention_days} must be 0 or more")
+    if not 0 <= cfg.journal.retention_days <= 100_000:
+        raise _err("journal.retention_days", f"{cfg.journal.retention_days} must be 0 to 100000")
+    if cfg.journal.retention_rounds > 1_000_000_000:
+        raise _err("journal.retention_rounds", f"{cfg.journal.retention_rounds} must be at most 1000000000")
     if cfg.journal.retention_rounds < 10:
         raise _err("journal.retention_rounds", f"{cfg.journal.retention_rounds} must be at least 10 (game "
                    "recall keeps the current round and the 9 before it)")

@@ -11,7 +11,8 @@ Input (one JSON object; unknown keys are rejected so a misspelt key is never sil
      "hands": {"3": ["QH", "QD"], "dealer": ["9S", "7C"]}}    # blackjack, uth
      # baccarat instead: "cards": ["QH", "4D", "9S", "KC", "2H"]  (draw order, burn cards excluded)
 
-Stakes are integer minor units (cents); a float stake is an error. Output: ``game``, ``decks``,
+Stakes are integer minor units (cents), 1 to 2**53 - 1 (:data:`daemon.config.MAX_MONEY`); a float stake is
+an error. The input is at most :data:`MAX_INPUT_BYTES` (4 MiB). Output: ``game``, ``decks``,
 ``paytables`` (in force), ``commission`` (baccarat), ``wagers`` (each settled wager: spot, bet, hand,
 stake, outcome, category, odds, net, commission), ``round`` (baccarat: the coup; others: the hands) and
 ``totals`` (stake, net and commission summed). Wagers that only make another eligible (blackjack's
@@ -24,20 +25,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
+from daemon.bounded import InputTooLarge, read_bounded
 from daemon.cli import UsageError
+from daemon.config import MAX_MONEY, RATE_TEXT
 from daemon.rules.cards import Card, InvalidCard
 from daemon.rules.games import Game, RoundCards, get_game
 from daemon.rules.money import CommissionRule, RoundingMode
 from daemon.rules.settlement import Bet, Hand, Wager
 
 __all__ = ["RoundRequest", "parse_request", "register", "run", "settle_document", "settle_request"]
+
+MAX_INPUT_BYTES = 4 << 20
+"""The request (file or stdin) is at most 4 MiB: a round is a few hundred bytes, a table of 7 boxes with
+every side wager well under 64 KiB; anything larger is refused before it is decoded."""
 
 _KEYS = {"game", "decks", "paytables", "commission", "wagers", "cards", "hands"}
 _WAGER_KEYS = {"spot", "bet", "hand", "stake"}
@@ -78,12 +83,17 @@ def _parse_commission(raw: Any) -> CommissionRule:
     rate = Fraction(5, 100)
     if "rate" in raw:
         _expect(raw["rate"], (str, int), "commission.rate", "a rate such as \"5%\" or \"0.05\"")
+        if not RATE_TEXT.fullmatch(str(raw["rate"])):
+            raise _Bad(f"commission.rate: not a rate: {str(raw['rate'])[:40]!r} (e.g. \"5%\", \"0.05\", "
+                       "\"1/20\"; plain digits, no exponent)")
         try:
             rate = CommissionRule.parse_rate(raw["rate"])
         except (ValueError, ZeroDivisionError):
             raise _Bad(f"commission.rate: not a rate: {raw['rate']!r} (e.g. \"5%\")") from None
     unit = raw.get("unit", 1)
     _expect(unit, int, "commission.unit", "an integer number of minor units")
+    if not 1 <= unit <= MAX_MONEY:
+        raise _Bad(f"commission.unit: must be 1 to {MAX_MONEY} minor units, got {_short(unit)}")
     rounding = raw.get("rounding", RoundingMode.HALF_UP.value)
     _expect(rounding, str, "commission.rounding", "a rounding mode")
     try:
@@ -91,7 +101,17 @@ def _parse_commission(raw: Any) -> CommissionRule:
     except ValueError:
         raise _Bad(f"commission.rounding: unknown mode {rounding!r} "
                    f"(choose {', '.join(m.value for m in RoundingMode)})") from None
-    return CommissionRule(rate, unit, mode)
+    try:
+        return CommissionRule(rate, unit, mode)
+    except ValueError:
+        shown = str(raw.get("rate"))[:40]
+        raise _Bad(f"commission.rate: the commission rate {shown!r} must be below 100%") from None
+
+
+def _short(n: int) -> str:
+    """``n`` in decimal, or its digit count when it is too long to print in one line."""
+    digits = len(str(abs(n))) if n.bit_length() < 10_000 else None
+    return str(n) if digits is not None and digits <= 30 else f"a {digits or 'many'}-digit number"
 
 
 def _parse_card(raw: Any, where: str) -> Card:
@@ -130,7 +150,10 @@ def _parse_wager(raw: Any, i: int) -> Wager:
         raise _Bad(f"{where}.stake: must be an integer number of minor units (cents), got {stake!r}")
     _expect(stake, int, f"{where}.stake", "an integer number of minor units (cents)")
     if stake <= 0:
-        raise _Bad(f"{where}.stake: must be a positive number of minor units, got {stake}")
+        raise _Bad(f"{where}.stake: must be a positive number of minor units, got {_short(stake)}")
+    if stake > MAX_MONEY:
+        raise _Bad(f"{where}.stake: {_short(stake)} is above the largest stake {MAX_MONEY} minor units "
+                   "(2**53 - 1, exact in JSON consumers)")
     return Wager(raw["spot"], bet, stake, hand)
 
 
@@ -271,7 +294,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     """Read the request from ``args.file`` (or stdin), print the settlement; exit status 0."""
     try:
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+        text = read_bounded(args.file, MAX_INPUT_BYTES, "-" if args.file == "-" else None).decode("utf-8")
+    except InputTooLarge as exc:
+        raise UsageError(f"settle: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"settle: cannot read {args.file}: {_one_line(exc)}") from None
     result = settle_document(text)
