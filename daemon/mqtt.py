@@ -75,6 +75,7 @@ __all__ = [
     "Topics",
     "load_credentials",
     "parse_command",
+    "reply_topic_allowed",
     "tls_context",
 ]
 
@@ -235,6 +236,7 @@ class Topics:
         self.status = f"{self.base}/status"
         self.cmd_filter = f"{self.base}/cmd/+"
         self._cmd_prefix = f"{self.base}/cmd/"
+        self.reply_prefix = f"{self.base}/reply/"
 
     def for_channel(self, channel: str, device: str | None = None) -> str:
         """Topic for an outbox row of ``channel`` (raises ``KeyError`` for an unknown channel)."""
@@ -256,6 +258,25 @@ class Topics:
         return None
 
 
+def reply_topic_allowed(topics: Topics, topic: str) -> str | None:
+    """Why the daemon will not answer a command on ``topic``, else ``None`` (allowed).
+
+    Replies go only under ``{prefix}/{table}/reply/`` (docs/security.md, deploy/mosquitto/acl): never on
+    the table's other topics (``results``, ``round``, ... are read by signage and have a schema), never
+    with a wildcard (``+``/``#`` are not valid in a publish topic), never to an empty level or past
+    :data:`MAX_REPLY_TOPIC_CHARS`, and never with a NUL or a lone surrogate (not valid UTF-8).
+    """
+    if not topic.startswith(topics.reply_prefix) or len(topic) == len(topics.reply_prefix):
+        return f"response topic outside {topics.reply_prefix}"
+    if len(topic) > MAX_REPLY_TOPIC_CHARS:
+        return "response topic too long"
+    if "+" in topic or "#" in topic:
+        return "response topic holds a wildcard"
+    if _text_problem(topic, controls=True) is not None:
+        return "response topic is not valid text"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class CommandRequest:
     """A parsed command: ``name`` (from the topic), ``args`` (JSON object), ``operator`` identity."""
@@ -267,18 +288,74 @@ class CommandRequest:
     correlation_data: bytes | None = None
 
 
+MAX_OPERATOR_CHARS = 128
+"""Longest operator identity accepted (issue 6: inputs are bounded)."""
+
+MAX_COMMAND_ARGS = 8
+"""Most entries accepted in a command's ``args`` object."""
+
+MAX_ARG_CHARS = 256
+"""Longest ``args`` key, and longest ``args`` value (a string, or the JSON text of any other value)."""
+
+MAX_REPLY_TOPIC_CHARS = 256
+"""Longest response topic the daemon answers on."""
+
+
+def _text_problem(text: str, *, controls: bool) -> str | None:
+    """Why ``text`` cannot be journaled or published as Unicode scalar text, else ``None``.
+
+    A lone surrogate (``"\\ud800"`` in JSON decodes to one) cannot be encoded as UTF-8; with ``controls``
+    C0/C1 control characters (and DEL) are refused as well (an operator identity is one printable line).
+    """
+    for ch in text:
+        o = ord(ch)
+        if 0xD800 <= o <= 0xDFFF:
+            return f"lone surrogate U+{o:04X}"
+        if controls and (o < 0x20 or 0x7F <= o < 0xA0):
+            return f"control character U+{o:04X}"
+    return None
+
+
+def _check_text(what: str, text: str, limit: int, *, controls: bool = False) -> None:
+    if len(text) > limit:
+        raise CommandRejected(f"command {what} too long ({len(text)} > {limit} characters)")
+    problem = _text_problem(text, controls=controls)
+    if problem is not None:
+        raise CommandRejected(f"command {what} is not valid text ({problem})")
+
+
+def _check_json_text(what: str, value: Any, depth: int = 0) -> None:
+    """Every string (key or value) inside a JSON value is Unicode scalar text."""
+    if isinstance(value, str):
+        problem = _text_problem(value, controls=False)
+        if problem is not None:
+            raise CommandRejected(f"command {what} is not valid text ({problem})")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_json_text(what, k, depth + 1)
+            _check_json_text(what, v, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _check_json_text(what, v, depth + 1)
+
+
 def parse_command(name: str, payload: bytes) -> CommandRequest:
     """Parse a command request body ``{"operator": str, "args": {...}}`` (``args`` optional).
 
     MQTT 3.1.1 requesters (no v5 properties) may add ``"response_topic"`` and ``"correlation_data"``.
 
-    Pure. Raises :class:`CommandRejected` (the reason to send back) for an oversize payload (more than
-    :data:`MAX_COMMAND_BYTES`), non-UTF-8 or non-JSON bodies, a non-object body, a missing or empty
-    ``operator`` (every command carries the operator's identity, issue 6), or non-object ``args``.
+    Pure. Raises :class:`CommandRejected` (the one-line reason to send back) for an oversize payload
+    (more than :data:`MAX_COMMAND_BYTES`), non-UTF-8 or non-JSON bodies, a non-object body, a missing or
+    empty ``operator`` (every command carries the operator's identity, issue 6), an operator longer than
+    :data:`MAX_OPERATOR_CHARS` or holding a control character, non-object ``args``, more than
+    :data:`MAX_COMMAND_ARGS` args, an arg key or value (values as JSON text) longer than
+    :data:`MAX_ARG_CHARS`, and any string anywhere (operator, args keys and values, response topic,
+    correlation data) that is not Unicode scalar text (a lone surrogate such as ``"\\ud800"`` decodes
+    from JSON but cannot be journaled or published as UTF-8).
     """
     if len(payload) > MAX_COMMAND_BYTES:
         raise CommandRejected(f"command payload too large ({len(payload)} > {MAX_COMMAND_BYTES} bytes)")
-    if not name or len(name) > 64 or not all(c.isalnum() or c in "_-" for c in name):
+    if not name or len(name) > 64 or not all(c.isascii() and (c.isalnum() or c in "_-") for c in name):
         raise CommandRejected(f"invalid command name {name[:64]!r}")
     try:
         body = json.loads(payload.decode("utf-8")) if payload else {}
@@ -289,12 +366,26 @@ def parse_command(name: str, payload: bytes) -> CommandRequest:
     operator = body.get("operator")
     if not isinstance(operator, str) or not operator.strip():
         raise CommandRejected("command needs an 'operator' (non-empty string)")
+    operator = operator.strip()
+    _check_text("operator", operator, MAX_OPERATOR_CHARS, controls=True)
     args = body.get("args", {})
     if not isinstance(args, dict):
         raise CommandRejected("command 'args' must be a JSON object")
+    if len(args) > MAX_COMMAND_ARGS:
+        raise CommandRejected(f"command has too many args ({len(args)} > {MAX_COMMAND_ARGS})")
+    for key, value in args.items():
+        _check_text("arg name", key, MAX_ARG_CHARS, controls=True)
+        _check_json_text(f"arg {key!r}", value)
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if len(text) > MAX_ARG_CHARS:
+            raise CommandRejected(f"command arg {key!r} too long ({len(text)} > {MAX_ARG_CHARS} characters)")
     reply_to = body.get("response_topic")
     corr = body.get("correlation_data")
-    return CommandRequest(name=name, args=args, operator=operator.strip()[:128],
+    if isinstance(reply_to, str):
+        _check_text("response_topic", reply_to, MAX_REPLY_TOPIC_CHARS, controls=True)
+    if isinstance(corr, str):
+        _check_text("correlation_data", corr, MAX_COMMAND_BYTES)
+    return CommandRequest(name=name, args=args, operator=operator,
                           response_topic=reply_to if isinstance(reply_to, str) and reply_to else None,
                           correlation_data=corr.encode() if isinstance(corr, str) else None)
 
@@ -483,6 +574,24 @@ class Relay:
         task = asyncio.create_task(self._publish_status(client, payload), name="mqtt-status")
         self._status_tasks.add(task)
         task.add_done_callback(self._status_tasks.discard)
+
+    def publish_alarm(self, payload: bytes) -> None:
+        """Publish one alarm message (``payload``: encoded ``AlarmMessage``) on ``alarms`` now, from memory,
+        not through the journal (used when journaling itself failed). Best effort: does nothing while
+        disconnected or stopping (the retained status carries the failure too). Returns at once."""
+        client = self._client
+        if client is None or not self.connected or self._stopping.is_set():
+            log.warning("mqtt_alarm_not_published", reason="not connected")
+            return
+        task = asyncio.create_task(self._publish_alarm(client, payload), name="mqtt-alarm")
+        self._status_tasks.add(task)
+        task.add_done_callback(self._status_tasks.discard)
+
+    async def _publish_alarm(self, client: _AckClient, payload: bytes) -> None:
+        try:
+            await self._publish(client, self.topics.for_channel("alarms"), payload, 1, False)
+        except (aiomqtt.MqttError, TimeoutError) as exc:
+            log.warning("mqtt_alarm_publish_failed", error=str(exc))
 
     async def _publish_status(self, client: _AckClient, payload: bytes) -> None:
         try:
@@ -762,6 +871,12 @@ class Relay:
             ok, reason = False, f"internal error: {type(exc).__name__}"
         log.info("command_answered", command=name, ok=ok, reason=reason)
         if not isinstance(response_topic, str) or not response_topic:
+            return
+        refusal = reply_topic_allowed(self.topics, response_topic)
+        if refusal is not None:  # refused silently: no reply where signage reads or the broker chokes
+            log.warning("command_reply_refused", command=name, reason=refusal,
+                        topic=response_topic[:MAX_REPLY_TOPIC_CHARS].encode("utf-8", "backslashreplace")
+                        .decode("ascii", "backslashreplace"))
             return
         props_out: Properties | None = None
         if self.protocol == "5":

@@ -255,10 +255,10 @@ async def test_command_answered_on_response_topic(broker: MosquittoBroker) -> No
     task = await run_relay(relay)
     try:
         async with aiomqtt.Client(broker.host, broker.port, protocol=aiomqtt.ProtocolVersion.V5) as c:
-            await c.subscribe("reply/me", qos=1)
+            await c.subscribe("ts/T4/reply/me", qos=1)
             for name, corr in (("void_round", b"c1"), ("fly", b"c2")):
                 props = Properties(PacketTypes.PUBLISH)
-                props.ResponseTopic = "reply/me"
+                props.ResponseTopic = "ts/T4/reply/me"
                 props.CorrelationData = corr
                 await c.publish(f"ts/T4/cmd/{name}", json.dumps({"operator": "sup1", "args": {"r": 1}}),
                                 qos=1, properties=props)
@@ -371,3 +371,47 @@ async def test_rejected_row_stays_pending_in_the_real_journal(broker: MosquittoB
     assert [r.row_id for r in pending] == [rows[1].row_id]
     got = [b["msg_id"] for t, b, _ in sub.messages if t.endswith("/results")]
     assert got == [rows[0].msg_id, rows[2].msg_id]
+
+
+async def test_replies_go_only_under_the_tables_reply_prefix(broker: MosquittoBroker) -> None:
+    """A v5 response topic (or a 3.1.1 payload "response_topic") on a signage topic of the table, a
+    wildcard, or outside the table gets no reply (one log line); the relay keeps answering."""
+    seen: list[str] = []
+
+    async def handle(req: CommandRequest) -> tuple[bool, str]:
+        seen.append(req.operator)
+        return False, "no alarm"
+
+    relay = Relay(settings(broker, "T7"), MemoryOutbox(), status, on_command=handle)
+    task = await run_relay(relay)
+    try:
+        async with aiomqtt.Client(broker.host, broker.port, protocol=aiomqtt.ProtocolVersion.V5) as c:
+            await c.subscribe("ts/T7/#", qos=1)
+            await c.subscribe("elsewhere/#", qos=1)
+            bad = ("ts/T7/results", "ts/T7/reply/+", "ts/T7/reply/#", "ts/T7/reply/", "elsewhere/r",
+                   "ts/T7/replyx")
+            for i, topic in enumerate(bad):
+                props = Properties(PacketTypes.PUBLISH)
+                props.ResponseTopic = topic
+                await c.publish("ts/T7/cmd/ack_alarm", json.dumps({"operator": f"v5-{i}"}), qos=1,
+                                properties=props)
+            await c.publish("ts/T7/cmd/ack_alarm", json.dumps(  # the 3.1.1 way, in the payload
+                {"operator": "payload", "response_topic": "ts/T7/results"}), qos=1)
+            props = Properties(PacketTypes.PUBLISH)
+            props.ResponseTopic = "ts/T7/reply/floor"
+            props.CorrelationData = b"last"
+            await c.publish("ts/T7/cmd/ack_alarm", json.dumps({"operator": "good"}), qos=1, properties=props)
+            got = []
+            async with asyncio.timeout(5):
+                async for m in c.messages:
+                    if str(m.topic).startswith("ts/T7/cmd/") or str(m.topic) == "ts/T7/status":
+                        continue
+                    got.append((str(m.topic), m.payload))
+                    if str(m.topic) == "ts/T7/reply/floor":
+                        break
+        assert not task.done()
+    finally:
+        await relay.stop(task)
+    assert got == [("ts/T7/reply/floor", json.dumps({"ok": False, "reason": "no alarm",
+                                                     "command": "ack_alarm"}).encode())]
+    assert seen == [f"v5-{i}" for i in range(len(bad))] + ["payload", "good"]
