@@ -56,7 +56,8 @@ import asyncio
 import secrets
 import signal
 import ssl
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 import msgspec
@@ -64,6 +65,7 @@ import msgspec
 from daemon import sdnotify
 from daemon.config import TableConfig
 from daemon.journal import Journal, JournalDamaged, JournalUnwritable, OutboxRow
+from daemon.journal.codec import encode_event
 from daemon.journal.store import ROUND_COMPLETE_SCHEMAS, message_schema
 from daemon.logging import bind_round, bind_table, get_logger
 from daemon.messages import AlarmMessage, TableStatus, encode_message
@@ -75,7 +77,8 @@ from drivers.events import DeviceEvent, DeviceState, SpotChanged
 from drivers.link import DeviceLink
 from drivers.protocols.tsref import SEQ_MODULUS
 
-__all__ = ["PRUNE_EVERY_ROUNDS", "App", "StartupError", "broker_settings", "mqtt_settings", "now_iso"]
+__all__ = ["COMMAND_BURST", "COMMAND_RATE", "PRUNE_EVERY_ROUNDS", "App", "CommandRateLimit", "StartupError",
+           "broker_settings", "mqtt_settings", "now_iso"]
 
 log = get_logger(component="app")
 
@@ -87,6 +90,49 @@ RESEND_WINDOW = 64
 """After a restart, a device's first frames numbered at or before the journal's last sequence number for
 it (at most this far behind) are resends of frames already journaled and are dropped, until the first
 frame that is ahead. Any other jump goes to the machine (``SEQUENCE_GAP``)."""
+
+
+COMMAND_RATE = 20.0
+"""Default sustained operator commands per second a table accepts (issue 6: inputs are bounded)."""
+
+COMMAND_BURST = 50
+"""Default number of commands a table accepts at once before :data:`COMMAND_RATE` applies."""
+
+_DEVICE_FIRST_WAIT = 2.0
+"""Longest a command waits for queued device inputs to be applied before it takes its turn (seconds)."""
+
+
+class CommandRateLimit:
+    """A token bucket: ``rate`` commands per second sustained, ``burst`` at once (``rate`` > 0, ``burst``
+    >= 1). :meth:`take` answers whether one more command may go now; ``refused`` counts the others.
+    ``clock`` (seconds, monotonic) is injectable for tests."""
+
+    def __init__(self, rate: float = COMMAND_RATE, burst: int = COMMAND_BURST,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if rate <= 0 or burst < 1:
+            raise ValueError("command rate must be > 0 and burst >= 1")
+        self.rate, self.burst, self._clock = float(rate), int(burst), clock
+        self._tokens = float(burst)
+        self._last = clock()
+        self.refused = 0
+        self._refused_run = 0
+
+    def take(self) -> bool:
+        """Take one token; ``False`` (and one log line per over-limit stretch) when none is left."""
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate)
+        self._last = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            if self._refused_run:
+                log.warning("command_rate_limit_ended", refused=self._refused_run)
+                self._refused_run = 0
+            return True
+        self.refused += 1
+        if not self._refused_run:
+            log.warning("command_rate_limited", rate=self.rate, burst=self.burst)
+        self._refused_run += 1
+        return False
 
 
 class StartupError(Exception):
@@ -176,7 +222,8 @@ class App:
     """
 
     def __init__(self, config: TableConfig, *, install_signals: bool = False,
-                 queue_size: int = 4096) -> None:
+                 queue_size: int = 4096, command_rate: float = COMMAND_RATE,
+                 command_burst: int = COMMAND_BURST) -> None:
         self.config = config
         self._install_signals = install_signals
         self.queue: asyncio.Queue[DeviceEvent | DeviceState] = asyncio.Queue(maxsize=queue_size)
@@ -187,6 +234,9 @@ class App:
         self._stop = asyncio.Event()
         self._resend_filter: dict[str, int] = {}
         self._commit_lock = asyncio.Lock()
+        self.command_limit = CommandRateLimit(command_rate, command_burst)
+        """Operator commands over this rate are answered "rate limited" and not journaled."""
+        self._devices_waiting = 0
         self._status_detail = ""
         self._tasks: list[asyncio.Task[None]] = []
         self.ready = asyncio.Event()
@@ -362,21 +412,66 @@ class App:
                         await link.ack(last)
                     return False
                 del self._resend_filter[item.device]
-        async with self._commit_lock:
+        self._devices_waiting += 1
+        try:
+            await self._commit_lock.acquire()
+        finally:
+            self._devices_waiting -= 1
+        try:
             inp = TimedInput(ts=now_iso(), event=item)
+            if not self._encodable(inp):
+                return False
             assert self.machine is not None
             emits = self.machine.handle(inp)
             return await self._journal(inp, emits)
+        finally:
+            self._commit_lock.release()
+
+    def _encodable(self, inp: TimedInput) -> bool:
+        """The input's journal row can be encoded (checked BEFORE the machine sees it, so a row that
+        cannot be written never changes the machine); logged as critical otherwise."""
+        try:
+            encode_event(inp.event)
+        except Exception as exc:
+            log.critical("input_not_journalable", error=f"{type(exc).__name__}: {str(exc)[:160]}",
+                         input=type(inp.event).__name__)
+            return False
+        return True
+
+    async def _lock_after_devices(self) -> None:
+        """Take ``_commit_lock`` for a command, letting device inputs already queued or waiting for the
+        lock go first (settlement inputs from devices take precedence over commands), for at most
+        :data:`_DEVICE_FIRST_WAIT` seconds."""
+        deadline = time.monotonic() + _DEVICE_FIRST_WAIT
+        while True:
+            while (self._devices_waiting or not self.queue.empty()) and time.monotonic() < deadline:
+                await asyncio.sleep(0.002)
+            await self._commit_lock.acquire()
+            if not self._devices_waiting or time.monotonic() >= deadline:
+                return
+            self._commit_lock.release()  # a device input queued behind us meanwhile: it goes first
 
     async def _on_command(self, request: CommandRequest) -> tuple[bool, str]:
+        """Journal and apply one parsed command; ``(ok, one-line reason)``.
+
+        Over :attr:`command_limit` the answer is ``"rate limited"`` and nothing is journaled. A command
+        whose journal row cannot be encoded or written is not applied (the machine is rebuilt from the
+        journal when the failure comes after the machine ran)."""
+        if not self.command_limit.take():
+            return False, f"rate limited (at most {self.command_limit.rate:g} commands/s)"
         args = {str(k): v if isinstance(v, str) else msgspec.json.encode(v).decode()
                 for k, v in request.args.items()}
-        async with self._commit_lock:
+        await self._lock_after_devices()
+        try:
             inp = TimedInput(ts=now_iso(), event=Command(request.name, args, request.operator))
+            if not self._encodable(inp):
+                return False, "command cannot be journaled (not valid text): not applied"
             assert self.machine is not None
             reply, emits = self.machine.handle_command(inp)
             if not await self._journal(inp, emits):
-                return False, "journal unwritable: command not applied"
+                return False, "journal failure: command not applied"
+        finally:
+            self._commit_lock.release()
         await self._prune_if_due()
         return reply.ok, reply.reason
 
@@ -401,17 +496,21 @@ class App:
         emits = list(emits)
         try:
             await asyncio.to_thread(self.journal.append, inp, emits)
-        except (JournalUnwritable, JournalDamaged) as exc:
+        except Exception as exc:  # any failure of the journaling step: the input was not journaled
             self.journal_failures += 1
-            log.critical("journal_append_failed", error=str(exc), input=type(inp.event).__name__)
-            detail = f"journal failure, settling stopped: {exc}"
+            error = f"{type(exc).__name__}: {str(exc)[:200]}"
+            if isinstance(exc, JournalUnwritable | JournalDamaged):
+                error = str(exc)
+            log.critical("journal_append_failed", error=error, input=type(inp.event).__name__)
+            detail = f"journal failure, settling stopped: {error}"
             if detail != self._status_detail:
                 self._status_detail = detail
                 self.relay.republish_status()  # the floor learns it now, not at the next reconnect
+            self._publish_journal_alarm(inp, error)
             try:  # never let the machine run ahead of what is durable
                 self.machine = self._rebuilt_machine()
-            except (JournalUnwritable, JournalDamaged) as exc2:
-                log.critical("journal_replay_failed", error=str(exc2))
+            except Exception as exc2:
+                log.critical("journal_replay_failed", error=f"{type(exc2).__name__}: {exc2}")
             return False
         if self._status_detail:
             self._status_detail = ""
@@ -426,6 +525,18 @@ class App:
                 break
         self.relay.notify()
         return True
+
+    def _publish_journal_alarm(self, inp: TimedInput, error: str) -> None:
+        """A critical ``INTERNAL_ERROR`` alarm, published from memory (it cannot go through the journal
+        that just failed): the input was not applied and the machine is rebuilt from the journal."""
+        assert self.relay is not None
+        table = self.config.table
+        alarm = AlarmMessage(
+            table=table, ts=now_iso(), msg_id=f"{table}-{secrets.token_hex(4)}-journal-step",
+            alarm_id="journal", code=AlarmCode.INTERNAL_ERROR.value,
+            severity=ALARMS[AlarmCode.INTERNAL_ERROR].severity.value,
+            text=f"{type(inp.event).__name__} input not journaled, so not applied: {error}"[:400], held=True)
+        self.relay.publish_alarm(encode_message(alarm))
 
     # -- status and watchdog ----------------------------------------------------------------------------
     def _status_payload(self, state: str) -> bytes:

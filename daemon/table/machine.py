@@ -69,11 +69,20 @@ from drivers.events import (
 )
 from drivers.protocols.tsref import SEQ_MODULUS
 
-__all__ = ["MAX_ARG_CHARS", "Phase", "TableMachine", "replay"]
+__all__ = ["COMMAND_ARGS", "MAX_ARG_CHARS", "Phase", "TableMachine", "replay"]
 
 MAX_ARG_CHARS = 256
 """Longest command argument (name or value) accepted; longer ones are refused (bounded inputs)."""
 _MAX_ARGS = 8
+
+COMMAND_ARGS: dict[str, tuple[str, ...]] = {
+    "void_round": ("reason",),
+    "enter_card": ("card",),
+    "new_shoe": (),
+    "ack_alarm": ("alarm_id", "alarm"),
+}
+"""The arguments each command accepts (``ack_alarm``'s ``alarm`` is the old name of ``alarm_id``); any
+other argument is refused with a reason naming it (docs/state-machine.md, "Commands")."""
 _MAX_ACKABLE = 256
 
 
@@ -714,6 +723,11 @@ class TableMachine:
                                        f"{MAX_ARG_CHARS} characters each)")
         if not str(cmd.operator).strip():
             return CommandReply(False, "the command carries no operator identity")
+        unknown = [str(k) for k in cmd.args if k not in COMMAND_ARGS[cmd.name]]
+        if unknown:
+            allowed = ", ".join(COMMAND_ARGS[cmd.name]) or "none"
+            return CommandReply(False, f"unknown argument {unknown[0][:64]!r} for {cmd.name} "
+                                       f"(accepted: {allowed})")
         if cmd.name == "void_round":
             refusal = self._round_refusal()
             if refusal:
@@ -765,6 +779,8 @@ class TableMachine:
                         self._release(e.alarm_id)
             self._advance()
             return CommandReply(True)
+        if not any(code is AlarmCode.SEQUENCE_GAP for code in self._holds.values()):
+            return CommandReply(False, "no unreadable card or gap waiting for a card")
         if self._queue or game.next_position() is None:
             return CommandReply(False, "the rules call for no card now")
         aside = next((e for e in self._record.cards
@@ -780,7 +796,7 @@ class TableMachine:
         return CommandReply(True)
 
     def _ack(self, cmd: Command) -> CommandReply:
-        alarm_id = str(cmd.args.get("alarm", ""))
+        alarm_id = str(cmd.args.get("alarm_id", cmd.args.get("alarm", "")))
         code = self._ackable.get(alarm_id)
         if code is None:
             return CommandReply(False, f"no alarm {alarm_id[:64]!r} awaiting acknowledgement")

@@ -1,0 +1,252 @@
+"""Defects a hostile tester found on the operator-command path (issue 6, "Commands"), each kept fixed:
+
+* a lone surrogate (or a control character in the operator) in a command made the journal encoding fail
+  AFTER the machine applied the command: ``parse_command`` refuses such text and bounds the sizes, and
+  the daemon never lets its machine run ahead of the journal (any failing journal step rebuilds it);
+* ``enter_card`` put a card into a live round when nothing was waiting for one;
+* replies could be sent to any topic (signage topics, wildcards): see tests/test_mqtt_relay.py;
+* no limit on the command rate: a flood was journaled and delayed settlements;
+* ``ack_alarm`` named its argument ``alarm`` while alarms call it ``alarm_id``; unknown args were
+  accepted silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from machine_support import PADS, SHOE, Driver, baccarat_config
+
+from daemon.app import App, CommandRateLimit
+from daemon.mqtt import MAX_COMMAND_ARGS, CommandRejected, CommandRequest, parse_command
+from daemon.rules.cards import Card
+from daemon.table.inputs import Command
+from drivers.events import Button, CardDrawn, DealerButton, SpotChanged, SpotState
+
+# ------------------------------------------------------------------------------------ parse_command
+
+REFUSED = [
+    ('{"operator": "\\ud800"}', "operator is not valid text (lone surrogate U+D800)"),
+    ('{"operator": "pit \\udfff boss"}', "lone surrogate"),
+    ('{"operator": "op", "args": {"reason": "\\ud83d"}}', "arg 'reason' is not valid text"),
+    ('{"operator": "op", "args": {"\\ud800": "x"}}', "arg name is not valid text"),
+    ('{"operator": "op", "args": {"card": ["5D", {"k": "\\udc00"}]}}', "arg 'card' is not valid text"),
+    ('{"operator": "op", "args": {"card": {"\\udc00": 1}}}', "not valid text"),
+    ('{"operator": "pit\\nboss"}', "control character U+000A"),
+    ('{"operator": "pit\\u0000boss"}', "control character U+0000"),
+    ('{"operator": "pit\\u009bboss"}', "control character U+009B"),
+    ('{"operator": "' + "o" * 129 + '"}', "operator too long (129 > 128"),
+    ('{"operator": "op", "args": {' + ", ".join(f'"a{i}": 1' for i in range(MAX_COMMAND_ARGS + 1)) + "}}",
+     "too many args (9 > 8)"),
+    ('{"operator": "op", "args": {"' + "k" * 257 + '": 1}}', "arg name too long"),
+    ('{"operator": "op", "args": {"reason": "' + "r" * 257 + '"}}', "arg 'reason' too long"),
+    ('{"operator": "op", "args": {"reason": [' + ", ".join(["1234"] * 60) + "]}}", "arg 'reason' too long"),
+    ('{"operator": "op", "response_topic": "ts/t1/reply/\\ud800"}', "response_topic is not valid text"),
+    ('{"operator": "op", "correlation_data": "\\ud800"}', "correlation_data is not valid text"),
+]
+
+
+@pytest.mark.parametrize(("payload", "why"), REFUSED, ids=[w for _, w in REFUSED])
+def test_parse_command_refuses_text_that_cannot_be_journaled_or_is_unbounded(payload: str, why: str) -> None:
+    with pytest.raises(CommandRejected) as info:
+        parse_command("void_round", payload.encode())
+    reason = str(info.value)
+    assert why in reason
+    assert "\n" not in reason and len(reason) <= 400
+    reason.encode("utf-8")  # the reason itself can be published
+
+
+def test_parse_command_keeps_bounded_valid_text() -> None:
+    req = parse_command("ack_alarm", json.dumps({"operator": " Zoë Ünal 🂡 ", "args": {
+        "alarm_id": "1.3", **{f"a{i}": "x" * 256 for i in range(MAX_COMMAND_ARGS - 1)}}}).encode())
+    assert req.operator == "Zoë Ünal 🂡" and req.args["alarm_id"] == "1.3"
+    assert parse_command("void_round", json.dumps({"operator": "o" * 128}).encode()).operator == "o" * 128
+
+
+# ------------------------------------------------------------------------------------ the daemon
+
+@pytest.fixture
+async def app(tmp_path: Path) -> AsyncIterator[App]:
+    """A daemon opened on a temp journal (no broker, no device I/O: ``App.open`` only builds them)."""
+    a = App(baccarat_config(extra=f'[journal]\ndirectory = "{tmp_path / "journal"}"\n'))
+    a.open()
+    yield a
+    assert a.journal is not None
+    a.journal.close()
+
+
+class Feed:
+    """Device events into the daemon's own input path (``App._process_device``)."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.seq: dict[str, int] = {}
+
+    def _next(self, device: str) -> int:
+        self.seq[device] = self.seq.get(device, 0) + 1
+        return self.seq[device]
+
+    async def bet(self, spot: str, amount: int) -> bool:
+        return await self.app._process_device(SpotChanged(PADS, self._next(PADS), spot, SpotState.PLACED,
+                                                          amount))
+
+    async def no_more_bets(self) -> bool:
+        return await self.app._process_device(DealerButton(PADS, self._next(PADS), Button.NO_MORE_BETS))
+
+    async def card(self, text: str) -> bool:
+        return await self.app._process_device(CardDrawn(SHOE, self._next(SHOE), Card.parse(text)))
+
+
+def journaled(app: App) -> list[Any]:
+    assert app.journal is not None
+    return [inp.event for inp in app.journal.replay_inputs()]
+
+
+def journaled_commands(app: App) -> list[Command]:
+    return [e for e in journaled(app) if isinstance(e, Command)]
+
+
+async def live_round(app: App) -> Feed:
+    feed = Feed(app)
+    assert await feed.bet("1P", 1000) and await feed.bet("1B", 2000)
+    assert await feed.no_more_bets()
+    assert await feed.card("5H") and await feed.card("2C")
+    assert app.machine is not None and app.machine.phase.value == "dealing"
+    return feed
+
+
+async def test_a_surrogate_operator_is_refused_and_never_reaches_the_machine(app: App) -> None:
+    """The tester's CRITICAL repro: the round was voided in memory, nothing journaled or published."""
+    await live_round(app)
+    assert app.machine is not None
+    before = app.machine.snapshot()
+    ok, reason = await app._on_command(CommandRequest("void_round", {}, "\ud800"))
+    assert not ok and "cannot be journaled" in reason
+    assert app.machine.snapshot() == before  # not voided in memory
+    assert app.machine.phase.value == "dealing"
+    assert journaled_commands(app) == []
+    ok, reason = await app._on_command(CommandRequest("void_round", {"reason": "x\udfff"}, "pit boss"))
+    assert not ok and app.machine.snapshot() == before
+    ok, reason = await app._on_command(CommandRequest("void_round", {}, "pit boss 4"))
+    assert ok, reason
+    assert app.machine.phase.value == "complete"
+    assert [c.operator for c in journaled_commands(app)] == ["pit boss 4"]
+
+
+async def test_any_failing_journal_step_leaves_the_machine_equal_to_a_replay_of_the_journal(
+        app: App) -> None:
+    """Not only JournalUnwritable: whatever the journaling step raises (here the UnicodeEncodeError the
+    tester saw, raised from inside the journal's append), the input is not applied, a critical alarm and
+    status say so, and the machine equals a replay of what is durable."""
+    assert app.journal is not None
+    feed = await live_round(app)
+    real_append = app.journal.append
+    failures = 0
+
+    def failing_append(inp: Any, emits: Any) -> Any:
+        nonlocal failures
+        failures += 1
+        raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+
+    assert app.machine is not None
+    before = app.machine.snapshot()
+    app.journal.append = failing_append  # type: ignore[method-assign]
+    try:
+        ok, reason = await app._on_command(CommandRequest("void_round", {}, "pit boss 4"))
+        assert not ok and "journal failure" in reason
+        assert app.machine.snapshot() == before
+        assert not await feed.card("3D")  # a device input too: not applied, not acknowledged
+        assert app.machine.snapshot() == before
+    finally:
+        app.journal.append = real_append  # type: ignore[method-assign]
+    assert failures == 2 and app.journal_failures == 2
+    assert "journal failure" in json.loads(app._status_payload("online"))["detail"]
+    assert app.machine.snapshot() == app._rebuilt_machine().snapshot()
+    assert await feed.card("3D")  # the next input goes through and clears the status
+    assert json.loads(app._status_payload("online"))["detail"] == ""
+    ok, reason = await app._on_command(CommandRequest("void_round", {}, "pit boss 4"))
+    assert ok, reason
+    assert app.machine.snapshot() == app._rebuilt_machine().snapshot()
+    assert len(journaled_commands(app)) == 1
+
+
+async def test_over_the_rate_limit_commands_are_answered_and_not_journaled_and_cards_go_first(
+        app: App) -> None:
+    """A flood of bogus ack_alarm commands (the tester sent 5000): only the burst is journaled, the rest
+    are answered "rate limited"; a card arriving during the flood is journaled before the flood's tail."""
+    feed = await live_round(app)
+    app.command_limit = CommandRateLimit(rate=20, burst=10, clock=lambda: 0.0)  # no refill in the test
+    flood = 300
+    tasks = [asyncio.create_task(app._on_command(CommandRequest("ack_alarm", {"alarm_id": f"9.{i}"}, "bot")))
+             for i in range(flood)]
+    await asyncio.sleep(0)
+    card = asyncio.create_task(feed.card("3D"))
+    answers = await asyncio.gather(*tasks)
+    assert await card
+    limited = [r for ok, r in answers if r.startswith("rate limited")]
+    assert len(limited) == flood - 10
+    assert all(not ok for ok, _ in answers)
+    events = journaled(app)
+    commands = [i for i, e in enumerate(events) if isinstance(e, Command)]
+    assert len(commands) == 10  # over-limit commands are not journaled
+    card_at = next(i for i, e in enumerate(events) if isinstance(e, CardDrawn) and str(e.card) == "3D")
+    assert card_at < commands[-1]
+    assert app.command_limit.refused == flood - 10
+
+
+def test_the_rate_limit_refills_at_its_rate() -> None:
+    now = [0.0]
+    limit = CommandRateLimit(rate=20, burst=3, clock=lambda: now[0])
+    assert [limit.take() for _ in range(4)] == [True, True, True, False]
+    now[0] += 0.05  # one token
+    assert [limit.take(), limit.take()] == [True, False]
+    now[0] += 10.0  # never more than the burst
+    assert [limit.take() for _ in range(4)] == [True, True, True, False]
+    with pytest.raises(ValueError):
+        CommandRateLimit(rate=0)
+
+
+# ------------------------------------------------------------------------------------ the machine
+
+def _dealing() -> Driver:
+    d = Driver(baccarat_config())
+    d.bet("1P", 1000)
+    d.button(Button.NO_MORE_BETS)
+    d.cards("5H 2C")
+    return d
+
+
+def test_enter_card_is_refused_when_no_card_is_waiting() -> None:
+    d = _dealing()
+    remaining = d.state.cards_remaining
+    reply = d.command("enter_card", card="5D")
+    assert not reply.ok and reply.reason == "no unreadable card or gap waiting for a card"
+    assert d.public_cards() == ["5H", "2C"] and d.state.cards_remaining == remaining
+    d.unreadable()  # now a card is waiting
+    assert d.command("enter_card", card="5D").ok
+    assert d.public_cards() == ["5H", "2C", "5D"]
+
+
+def test_unknown_command_arguments_are_refused_naming_the_argument() -> None:
+    d = _dealing()
+    for name, args in (("enter_card", {"card": "5D", "crad": "5D"}), ("new_shoe", {"force": "1"}),
+                       ("void_round", {"why": "x"}), ("ack_alarm", {"id": "1.1"})):
+        reply = d.command(name, **args)
+        assert not reply.ok
+        bad = next(k for k in args if k not in ("card",))
+        assert f"unknown argument {bad!r} for {name}" in reply.reason, reply.reason
+    assert d.state.phase == "dealing"
+
+
+def test_ack_alarm_takes_alarm_id_and_still_alarm() -> None:
+    d = _dealing()
+    (a,) = d.alarms(d.card("5D", skip=2))
+    assert a.code == "SEQUENCE_GAP" and d.state.held
+    assert d.command("ack_alarm", alarm_id=a.alarm_id).ok
+    assert not d.state.held
+    (b,) = d.alarms(d.card("6D", skip=2))
+    assert d.command("ack_alarm", alarm=b.alarm_id).ok  # the old name stays an alias
