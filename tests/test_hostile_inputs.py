@@ -162,3 +162,32 @@ def test_settle_commission_rate_named_cleanly(rate: str) -> None:
     err = _one_line_exit_2(_cli("settle", "-", stdin=(ROUND % (f'"commission": {rate}, ', "100")).encode()),
                            "settle: commission.rate: ")
     assert "set_int_max_str_digits" not in err and "4300" not in err
+
+
+# ------------------------------------------------------------------------------ recall, replay
+
+
+def test_recall_huge_numbers_are_one_line(tmp_path: Path) -> None:
+    """``--last 10**21`` and ``--round 10**23-1`` raised OverflowError (SQLite integers are 64-bit)."""
+    from journal_support import TABLE, Traffic
+
+    from daemon.journal import Journal
+
+    t = Traffic()
+    with Journal(tmp_path, TABLE) as j:
+        for inp, emits in t.new_shoe() + t.baccarat_round(("QH", "QS", "3D", "8C")):
+            j.append(inp, emits)
+    _one_line_exit_2(_cli("recall", "--journal", str(tmp_path), "--last", "999999999999999999999"),
+                     "--last must be at least 1 and at most 1000000")
+    for rid in ("99999999999999999999999-1", "1-99999999999999999999999", "99999999999999999999999"):
+        _one_line_exit_2(_cli("recall", "--journal", str(tmp_path), "--round", rid), "holds no round")
+    ok = _cli("recall", "--journal", str(tmp_path), "--round", "1-1", "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)[0]["round"] == 1, ok.stderr
+
+
+def test_replay_binary_or_endless_file_is_one_line(tmp_path: Path) -> None:
+    binary = tmp_path / "bin.cap"
+    binary.write_bytes(b"# tablesense-capture 1\n\xff\xfe\x00garbage")
+    _one_line_exit_2(_cli("replay", str(binary), "--exit-at-end"), f"replay: {binary}: not a tablesense "
+                     "capture (not UTF-8 text at byte 23)")
+    _one_line_exit_2(_cli("replay", "/dev/zero", "--exit-at-end"), "replay: /dev/zero", "larger than")

@@ -27,7 +27,11 @@ from daemon.cli import UsageError
 from daemon.config import ConfigError, JournalConfig, load_config
 from daemon.journal import JournalDamaged, JournalError, JournalMissing, RoundRecord, open_for_recall
 
-__all__ = ["register", "render_round", "run"]
+__all__ = ["MAX_LAST", "register", "render_round", "run"]
+
+MAX_LAST = 1_000_000
+"""``--last`` at most this many rounds (a journal keeps ``retention_rounds``, at most 10**9 by config;
+the bound keeps the number a SQLite integer and the answer printable)."""
 
 
 def register(subparsers: Any) -> None:
@@ -63,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
         directory, currency, minor_unit = cfg.journal.directory, cfg.currency, cfg.minor_unit
     else:
         directory = args.journal if args.journal is not None else JournalConfig().directory
-    if args.round is None and args.last < 1:
-        raise UsageError(f"--last must be at least 1, got {args.last}")
+    if args.round is None and not 1 <= args.last <= MAX_LAST:
+        shown = args.last if abs(args.last) < 10**30 else "a longer number"
+        raise UsageError(f"--last must be at least 1 and at most {MAX_LAST}, got {shown}")
     try:
         with open_for_recall(directory) as reader:
             records = [reader.round(args.round)] if args.round is not None else reader.rounds(args.last)

@@ -8,7 +8,8 @@ bytes are written exactly as captured, chunk by chunk, at the captured offsets d
 for tablesense is the status request it sends on connect -- or at once with ``--start-now``. Host bytes
 are otherwise ignored (a capture cannot answer). After the last chunk the pty stays open until Ctrl-C /
 SIGTERM, unless ``--exit-at-end``. Exit status 0; 2 for an unreadable capture (one line naming the
-file, line and problem).
+file, line and problem): not UTF-8 (e.g. a binary file), larger than :data:`MAX_CAPTURE_BYTES`
+(``/dev/zero`` included), or not in the capture format.
 """
 
 from __future__ import annotations
@@ -21,13 +22,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from daemon.bounded import InputTooLarge, read_bounded
 from daemon.cli import UsageError
 
 if TYPE_CHECKING:
     from simulators.capture_format import Capture
     from simulators.exposure import PtyExposure
 
-__all__ = ["play", "register", "run"]
+__all__ = ["MAX_CAPTURE_BYTES", "play", "register", "run"]
+
+MAX_CAPTURE_BYTES = 64 << 20
+"""A capture file is read only up to 64 MiB (an 8-deck shoe of frames is well under 1 MiB as hex)."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -67,7 +72,7 @@ async def play(capture: Capture, exposure: PtyExposure, *, speed: float, wait_fo
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``tablesense replay``."""
     from daemon.logging import configure
-    from simulators.capture_format import CaptureFormatError, load
+    from simulators.capture_format import CaptureFormatError, loads
     from simulators.exposure import PtyExposure
 
     try:
@@ -77,7 +82,13 @@ def run(args: argparse.Namespace) -> int:
     if speed < 0:
         raise UsageError("replay: --speed must be >= 0")
     try:
-        cap = load(args.file)
+        data = read_bounded(args.file, MAX_CAPTURE_BYTES)
+        cap = loads(data.decode("utf-8"), source=str(args.file))
+    except InputTooLarge as exc:
+        raise UsageError(f"replay: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"replay: {args.file}: not a tablesense capture (not UTF-8 text at byte "
+                         f"{exc.start})") from None
     except CaptureFormatError as exc:
         raise UsageError(f"replay: {exc}") from None
     except OSError as exc:

@@ -212,7 +212,9 @@ class RecallReader:
             rnd = int(round_txt)
             shoe = int(shoe_txt) if sep else None
         except ValueError:
-            raise KeyError(f"round id {rid!r} is not SHOE-ROUND or ROUND (numbers)") from None
+            raise KeyError(f"round id {rid[:40]!r} is not SHOE-ROUND or ROUND (numbers)") from None
+        if any(n is not None and not 0 <= n < 1 << 63 for n in (shoe, rnd)):  # SQLite integers are 64-bit
+            raise KeyError(f"the journal holds no round {rid[:40]!r}")
         if sep:
             found = self._read("SELECT id, shoe, round, started_ts, ended_ts, complete FROM rounds "
                                "WHERE shoe IS ? AND round IS ?", (shoe, rnd))
@@ -220,7 +222,7 @@ class RecallReader:
             found = self._read("SELECT id, shoe, round, started_ts, ended_ts, complete FROM rounds "
                                "WHERE round IS ? ORDER BY id DESC LIMIT 1", (rnd,))
         if not found:
-            raise KeyError(f"the journal holds no round {rid!r}")
+            raise KeyError(f"the journal holds no round {rid[:40]!r}")
         return found[0]
 
     # ------------------------------------------------------------------ building records
