@@ -77,10 +77,16 @@ from drivers.events import DeviceEvent, DeviceState, SpotChanged
 from drivers.link import DeviceLink
 from drivers.protocols.tsref import SEQ_MODULUS
 
-__all__ = ["COMMAND_BURST", "COMMAND_RATE", "PRUNE_EVERY_ROUNDS", "App", "CommandRateLimit", "StartupError",
-           "broker_settings", "mqtt_settings", "now_iso"]
+__all__ = ["COMMAND_BURST", "COMMAND_RATE", "PRUNE_EVERY_ROUNDS", "STOP_SIGNALS", "App", "CommandRateLimit",
+           "StartupError", "broker_settings", "mqtt_settings", "now_iso"]
 
 log = get_logger(component="app")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""Signals that stop the daemon cleanly (the current input finishes, ``offline`` is published). SIGHUP
+(the terminal went away, or an operator's ``kill -HUP`` expecting a reload) is a clean stop too: the
+config is not reloaded (restart to apply a new config; docs/reliability.md), and the default action --
+dying at once with status 129, no ``offline`` -- is never right for the table daemon."""
 
 PRUNE_EVERY_ROUNDS = 10
 """Completed rounds between two :meth:`Journal.prune` calls (each deletes whole rounds in one
@@ -211,7 +217,8 @@ class _MemoryOutbox:
 class App:
     """One table's daemon. ``App(config)``; ``await app.run()`` until :meth:`stop` or a signal.
 
-    ``install_signals``: handle SIGTERM/SIGINT by stopping (the ``run`` command; tests leave it off
+    ``install_signals``: handle SIGTERM/SIGINT/SIGHUP (:data:`STOP_SIGNALS`) by stopping (the ``run``
+    command; tests leave it off
     and call :meth:`stop`). ``links``: extra or replacement links for tests (default: one per
     configured device). Attributes for tests and the demo: ``machine``, ``journal``, ``relay``,
     ``inputs`` (inputs processed), ``dropped_resends``, ``journal_failures``.
@@ -330,7 +337,7 @@ class App:
         assert self.relay is not None
         loop = asyncio.get_running_loop()
         if self._install_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in STOP_SIGNALS:
                 loop.add_signal_handler(sig, self.stop)
         relay_task = asyncio.create_task(self.relay.run(), name="relay")
         input_task = asyncio.create_task(self._inputs(), name="inputs")
@@ -361,7 +368,7 @@ class App:
             watchdog.cancel()
             await asyncio.gather(watchdog, return_exceptions=True)
             if self._install_signals:
-                for sig in (signal.SIGTERM, signal.SIGINT):
+                for sig in STOP_SIGNALS:
                     loop.remove_signal_handler(sig)
             if self.journal is not None:
                 self.journal.close()
