@@ -885,6 +885,10 @@ class Relay:
             if correlation is not None:
                 props_out.CorrelationData = bytes(correlation)
         body = json.dumps({"ok": ok, "reason": reason, "command": name}).encode()
-        with contextlib.suppress(aiomqtt.MqttError):
+        try:
             await client.publish_acked(response_topic, body, 1, False, props_out,
                                        timeout=self.settings.publish_timeout)
+        except aiomqtt.MqttError:
+            pass  # the session notices a dead connection itself
+        except Exception as exc:  # never a "Task exception was never retrieved" from a reply
+            log.warning("command_reply_failed", command=name, error=f"{type(exc).__name__}: {str(exc)[:160]}")

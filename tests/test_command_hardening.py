@@ -18,11 +18,21 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiomqtt
 import pytest
+from e2e_support import Daemon, start_table
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from machine_support import PADS, SHOE, Driver, baccarat_config
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from test_app_lifecycle import partial_round
+from test_e2e_games import check_settlements
 
 from daemon.app import App, CommandRateLimit
+from daemon.broker import MosquittoBroker, mosquitto_binary
 from daemon.mqtt import MAX_COMMAND_ARGS, CommandRejected, CommandRequest, parse_command
+from daemon.rules.baccarat import next_card_hand
 from daemon.rules.cards import Card
 from daemon.table.inputs import Command
 from drivers.events import Button, CardDrawn, DealerButton, SpotChanged, SpotState
@@ -250,3 +260,97 @@ def test_ack_alarm_takes_alarm_id_and_still_alarm() -> None:
     assert not d.state.held
     (b,) = d.alarms(d.card("6D", skip=2))
     assert d.command("ack_alarm", alarm=b.alarm_id).ok  # the old name stays an alias
+
+
+# ------------------------------------------------------------------------------------ end to end
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")
+async def test_the_testers_surrogate_repro_over_mqtt_leaves_the_round_to_settle(tmp_path: Path) -> None:
+    """`tablesense run` (a subprocess) on a real Mosquitto with simulated devices: mid-round, commands
+    whose JSON text holds ``\\ud800`` (operator, arg value) are refused on the reply topic; the round then
+    completes and settles as dealt, and after a restart nothing is re-published differently."""
+    broker = MosquittoBroker(tmp_path / "broker")
+    broker.start()
+    config, sim, daemon, rec = await start_table(broker, tmp_path, "baccarat", seed=9)
+    bets = {"1P": 1000, "2B": 2000, "1PP": 500}
+    base = f"tablesense/{config.table}"
+    try:
+        await sim.play_round(bets)
+        rnd = await partial_round(sim, bets, ["player", "banker", "player"])
+        await rec.wait_for(lambda r: len(r.on("results")) == 1)
+        async with aiomqtt.Client(broker.host, broker.port, protocol=aiomqtt.ProtocolVersion.V5) as floor:
+            await floor.subscribe(f"{base}/reply/floor", qos=1)
+            bodies = (b'{"operator": "\\ud800"}', b'{"operator": "pit boss", "args": {"reason": "\\udfff"}}',
+                      b'{"operator": "pit boss", "args": {"\\ud800": "x"}}')
+            for i, body in enumerate(bodies):
+                props = Properties(PacketTypes.PUBLISH)
+                props.ResponseTopic = f"{base}/reply/floor"
+                props.CorrelationData = bytes([i])
+                await floor.publish(f"{base}/cmd/void_round", body, qos=1, properties=props)
+            replies: dict[bytes, dict[str, Any]] = {}
+            async with asyncio.timeout(10):
+                async for m in floor.messages:
+                    assert m.properties is not None
+                    replies[bytes(m.properties.CorrelationData)] = json.loads(m.payload)  # type: ignore[arg-type]
+                    if len(replies) == len(bodies):
+                        break
+        assert all(not r["ok"] and "not valid text (lone surrogate" in r["reason"] for r in replies.values())
+        while (hand := next_card_hand([c for _, c in rnd.cards])) is not None:
+            await sim._card(rnd, hand.value)
+        await sim.pads_frames(sim.pads.clear())
+        sim.rounds.append(rnd)
+        await rec.wait_for(lambda r: len(r.on("results")) == 2)
+        assert await daemon.terminate() == 0
+        daemon = Daemon(daemon.config, tmp_path / "daemon2.log")
+        daemon.start()
+        async with asyncio.timeout(30):  # hang guard: both devices opened again before dealing on
+            while daemon.log.read_text().count('"link.online"') < 2:
+                await asyncio.sleep(0.02)
+        await sim.play_round(bets)
+        await rec.wait_for(lambda r: len(r.on("results")) == 3)
+        assert await daemon.terminate() == 0
+    finally:
+        daemon.kill()
+        await rec.stop()
+        await sim.close()
+        broker.stop()
+    assert check_settlements(config, sim, rec) == 3 * len(bets)  # the round settled as dealt, not void
+    assert not any(r.body.get("void") for r in rec.on("results"))
+    seqs = [m.body["seq"] for m in rec.on("settlements") + rec.on("results") + rec.on("round")]
+    assert len(seqs) == len(set(seqs))  # the restart re-published nothing under a new msg_id
+
+
+any_text = st.text(alphabet=st.characters(blacklist_categories=()), max_size=20)  # surrogates included
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(["void_round", "enter_card", "new_shoe", "ack_alarm"]), operator=any_text,
+       args=st.dictionaries(any_text, any_text | st.lists(any_text, max_size=2), max_size=3))
+def test_any_text_either_is_refused_or_leaves_the_machine_equal_to_its_journal(
+        tmp_path_factory: pytest.TempPathFactory, name: str, operator: str, args: dict[str, Any]) -> None:
+    """Whatever text a command carries (lone surrogates included, as JSON escapes): parse_command
+    refuses it, or the daemon answers it and its machine equals a replay of its journal."""
+    payload = json.dumps({"operator": operator, "args": args}).encode()  # \\udXXX escapes for surrogates
+    try:
+        req = parse_command(name, payload)
+    except CommandRejected as exc:
+        str(exc).encode("utf-8")
+        return
+    for text in (req.operator, *req.args, *(json.dumps(v, ensure_ascii=False) for v in req.args.values())):
+        text.encode("utf-8")  # no accepted string is one the journal cannot store
+    tmp = tmp_path_factory.mktemp("j")
+    a = App(baccarat_config(extra=f'[journal]\ndirectory = "{tmp}"\n'))
+    a.open()
+    try:
+        async def go() -> tuple[bool, str]:
+            await live_round(a)
+            return await a._on_command(req)
+        ok, reason = asyncio.run(go())
+        assert isinstance(ok, bool) and "\n" not in reason
+        reason.encode("utf-8")
+        assert a.machine is not None
+        assert a.machine.snapshot() == a._rebuilt_machine().snapshot()
+    finally:
+        assert a.journal is not None
+        a.journal.close()
