@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import secrets
 import sqlite3
 import threading
@@ -151,8 +152,10 @@ class Journal:
 
     ``Journal(directory, table, retention_rounds=1000, retention_days=None, max_size_bytes=None)`` creates
     ``directory/journal.sqlite`` (and the directory) if missing, or opens it and checks it: SQLite's
-    ``PRAGMA integrity_check``, the schema version, that it belongs to ``table``, and the CRC-32 of every
-    row. Raises :class:`JournalDamaged` when any check fails, :class:`JournalUnwritable` when the file
+    ``PRAGMA integrity_check``, the schema version and every table and index of it, that it belongs to
+    ``table``, the CRC-32 of every row, and that ``inputs.id`` and ``outbox.row_id`` run without a hole
+    up to the counters in ``meta`` from the prune marks on (retention deletes rows only below them).
+    Raises :class:`JournalDamaged` when any check fails, :class:`JournalUnwritable` when the file
     cannot be created/written or another process holds it, ``ValueError`` for ``retention_rounds < 10``.
     Retention (:meth:`prune`): a round is deleted once it is older than the last ``retention_rounds``
     complete rounds *and*, when ``retention_days`` is set (the config's ``journal.retention_days``), it
@@ -193,6 +196,8 @@ class Journal:
             self._open(max_size_bytes)
         except sqlite3.Error as exc:
             self._release()
+            if re.search(r"no such (table|column|index)|has no column", str(exc)):  # an altered schema
+                raise JournalDamaged(f"journal {self.path}: schema altered: {exc}") from None
             raise classify_sqlite_error(exc, "open") from None
         except BaseException:
             self._release()
@@ -241,6 +246,8 @@ class Journal:
         elif version != SCHEMA_VERSION:
             raise JournalDamaged(f"journal {self.path} has schema version {version}; this tablesense reads "
                                  f"version {SCHEMA_VERSION}")
+        self._check_schema(conn)
+        self._marks = self._prune_marks(conn, fresh=not existed)
         row = conn.execute("SELECT schema_version, table_id, epoch, last_seq, last_input, current_round, "
                            "shoe_anchor, current_shoe, replay_anchor, replay_shoe FROM meta WHERE id = 1"
                            ).fetchone()
@@ -269,6 +276,53 @@ class Journal:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        """Every table and index of the schema is there (``DROP TABLE devices`` passes SQLite's own
+        integrity check but leaves a journal the daemon cannot use)."""
+        present = {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type IN ('table', 'index')")}
+        missing = [name for name in _SCHEMA_NAMES if name not in present]
+        if missing:
+            raise JournalDamaged(f"journal {self.path}: {', '.join(missing)} missing from the schema")
+
+    def _prune_marks(self, conn: sqlite3.Connection, *, fresh: bool) -> tuple[int, int]:
+        """``(outbox_below, inputs_below)``: :meth:`prune` deleted rows below these ids only, so from
+        them on ``outbox.row_id`` and ``inputs.id`` must be contiguous up to the counters in ``meta``.
+
+        Created with ``(1, 1)`` for a new journal. A journal written before the marks existed gets
+        marks above its current rows (its older rows cannot be told apart from pruned ones), so holes
+        are detected in rows written from then on.
+        """
+        if conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'prune_marks'"
+                        ).fetchone():
+            row = conn.execute("SELECT outbox_below, inputs_below FROM prune_marks WHERE id = 1").fetchone()
+            if row is None or not all(isinstance(v, int) and v >= 1 for v in row):
+                raise JournalDamaged(f"journal {self.path}: prune marks missing or inconsistent")
+            return int(row[0]), int(row[1])
+        if fresh:
+            marks = (1, 1)
+        else:
+            top = conn.execute("SELECT (SELECT max(row_id) FROM outbox), (SELECT max(id) FROM inputs)"
+                               ).fetchone()
+            marks = ((top[0] or 0) + 1, (top[1] or 0) + 1)
+        conn.execute(_PRUNE_MARKS_DDL)
+        conn.execute("INSERT INTO prune_marks VALUES (1, ?, ?)", marks)
+        return marks
+
+    def _check_contiguous(self, conn: sqlite3.Connection, what: str, table: str, key: str, below: int,
+                          last: int) -> None:
+        """Rows ``below..last`` of ``table`` all present (a deleted row in the middle is damage), none
+        beyond ``last`` (the counter in ``meta``)."""
+        start = max(below, 1)
+        count, top = conn.execute(f"SELECT count(*), max({key}) FROM {table} WHERE {key} >= ?",
+                                  (start,)).fetchone()
+        expected = max(0, last - start + 1)
+        if top is not None and top > last:
+            raise JournalDamaged(f"journal {self.path}: {what} {top} beyond the recorded counter {last}")
+        if count != expected:
+            raise JournalDamaged(f"journal {self.path}: {expected - count} {what} row(s) missing between "
+                                 f"{start} and {last} (deleted, or the counter in meta was altered)")
 
     def _integrity_check(self, conn: sqlite3.Connection) -> None:
         try:
@@ -303,6 +357,8 @@ class Journal:
             last = rows[-1][0]
         if last > self._last_seq:
             raise JournalDamaged(f"journal {self.path}: seq {last} beyond the recorded counter")
+        self._check_contiguous(conn, "input", "inputs", "id", self._marks[1], self._last_input)
+        self._check_contiguous(conn, "outbox", "outbox", "row_id", self._marks[0], self._last_seq)
 
     def _checked_row(self, r: tuple[Any, ...]) -> OutboxRow:
         row_id, msg_id, schema, channel, device, retain, qos, created_ts, payload, crc = r
@@ -617,22 +673,34 @@ class Journal:
                     f"AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.round_ref = r.id AND o.row_id IN "
                     f"({_LATEST_RETAINED}))", (cutoff_round, anchor))]
                 deleted = 0
+                gone_rows: list[int] = []
+                gone_inputs: list[int] = []
                 for ref in doomed:
-                    deleted += conn.execute("DELETE FROM outbox WHERE round_ref = ?", (ref,)).rowcount
-                    deleted += conn.execute(f"DELETE FROM inputs WHERE round_ref = ? AND {_NOT_PADS}",
-                                            (ref,)).rowcount
+                    gone_rows += [r[0] for r in conn.execute(
+                        "DELETE FROM outbox WHERE round_ref = ? RETURNING row_id", (ref,)).fetchall()]
+                    gone_inputs += [r[0] for r in conn.execute(
+                        f"DELETE FROM inputs WHERE round_ref = ? AND {_NOT_PADS} RETURNING id", (ref,)
+                    ).fetchall()]
                     deleted += conn.execute("DELETE FROM rounds WHERE id = ?", (ref,)).rowcount
                 oldest_row = conn.execute("SELECT min(first_row), min(first_input) FROM rounds").fetchone()
                 keep_row = min(first_row, oldest_row[0] if oldest_row[0] is not None else first_row)
                 keep_input = min(first_input, anchor,
                                  oldest_row[1] if oldest_row[1] is not None else first_input)
-                deleted += conn.execute(
+                gone_rows += [r[0] for r in conn.execute(
                     "DELETE FROM outbox WHERE round_ref IS NULL AND row_id < ? AND delivered_at IS NOT NULL "
-                    f"AND row_id NOT IN ({_LATEST_RETAINED})", (keep_row,)).rowcount
-                deleted += conn.execute(  # also a pad input a deleted round kept while it anchored the pads
-                    "DELETE FROM inputs WHERE (round_ref IS NULL OR round_ref NOT IN "
-                    f"(SELECT id FROM rounds)) AND id < ? AND {_NOT_PADS}", (keep_input,)).rowcount
+                    f"AND row_id NOT IN ({_LATEST_RETAINED}) RETURNING row_id", (keep_row,)).fetchall()]
+                gone_inputs += [r[0] for r in conn.execute(  # also a pad input a deleted round kept while
+                    "DELETE FROM inputs WHERE (round_ref IS NULL OR round_ref NOT IN "  # it anchored the pads
+                    f"(SELECT id FROM rounds)) AND id < ? AND {_NOT_PADS} RETURNING id", (keep_input,)
+                ).fetchall()]
+                deleted += len(gone_rows) + len(gone_inputs)
+                marks = (max(self._marks[0], max(gone_rows, default=0) + 1),
+                         max(self._marks[1], max(gone_inputs, default=0) + 1))
+                if marks != self._marks:
+                    conn.execute("UPDATE prune_marks SET outbox_below = ?, inputs_below = ? WHERE id = 1",
+                                 marks)
                 conn.execute("COMMIT")
+                self._marks = marks
                 return deleted
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
@@ -662,6 +730,13 @@ class Journal:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+_SCHEMA_NAMES = tuple(re.findall(r"CREATE (?:UNIQUE )?(?:TABLE|INDEX) (\w+)", DDL))
+"""The tables and indexes of the schema, checked at open (:meth:`Journal._check_schema`)."""
+
+_PRUNE_MARKS_DDL = ("CREATE TABLE IF NOT EXISTS prune_marks (id INTEGER PRIMARY KEY CHECK (id = 1), "
+                    "outbox_below INTEGER NOT NULL, inputs_below INTEGER NOT NULL)")
+"""Retention watermarks (:meth:`Journal._prune_marks`); added beside schema version 1, created at open."""
 
 _NOT_PADS = ("id NOT IN (SELECT input_id FROM spots) AND id NOT IN (SELECT input_id FROM anchor_spots)")
 _OUTBOX_COLS = "row_id, msg_id, schema, channel, device, retain, qos, created_ts, payload, crc"
