@@ -229,8 +229,8 @@ class App:
     """
 
     def __init__(self, config: TableConfig, *, install_signals: bool = False,
-                 queue_size: int = 4096, command_rate: float = COMMAND_RATE,
-                 command_burst: int = COMMAND_BURST) -> None:
+                 queue_size: int = 4096, command_rate: float | None = None,
+                 command_burst: int | None = None) -> None:
         self.config = config
         self._install_signals = install_signals
         self.queue: asyncio.Queue[DeviceEvent | DeviceState] = asyncio.Queue(maxsize=queue_size)
@@ -241,8 +241,11 @@ class App:
         self._stop = asyncio.Event()
         self._resend_filter: dict[str, int] = {}
         self._commit_lock = asyncio.Lock()
-        self.command_limit = CommandRateLimit(command_rate, command_burst)
-        """Operator commands over this rate are answered "rate limited" and not journaled."""
+        self.command_limit = CommandRateLimit(
+            config.mqtt.command_rate if command_rate is None else command_rate,
+            config.mqtt.command_burst if command_burst is None else command_burst)
+        """Operator commands over this rate (``[mqtt] command_rate``/``command_burst`` unless given) are
+        answered "rate limited" and not journaled."""
         self._devices_waiting = 0
         self._status_detail = ""
         self._tasks: list[asyncio.Task[None]] = []

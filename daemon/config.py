@@ -156,6 +156,8 @@ class MqttConfig(_Strict, frozen=True):
         session_expiry: seconds the broker keeps the persistent session.
         credentials_file: file with ``username`` and ``password`` lines (must not be world-readable;
             checked at start-up, not here).
+        command_rate, command_burst: operator commands per second a table accepts sustained (1-1000),
+            and at once (1-10000); over the limit a command is answered "rate limited" and not journaled.
     """
 
     host: str = "127.0.0.1"
@@ -168,6 +170,8 @@ class MqttConfig(_Strict, frozen=True):
     client_id: str | None = None
     session_expiry: int = 3600
     keepalive: int = 30
+    command_rate: int = 20
+    command_burst: int = 50
 
 
 class JournalConfig(_Strict, frozen=True):
@@ -594,6 +598,10 @@ def _validate_mqtt(cfg: TableConfig) -> None:
                    "(a four-byte MQTT field; the largest means never expire)")
     if not 5 <= m.keepalive <= 3600:
         raise _err("mqtt.keepalive", f"{m.keepalive} must be 5 to 3600 seconds")
+    if not 1 <= m.command_rate <= 1000:
+        raise _err("mqtt.command_rate", f"{m.command_rate} must be 1 to 1000 commands a second")
+    if not 1 <= m.command_burst <= 10_000:
+        raise _err("mqtt.command_burst", f"{m.command_burst} must be 1 to 10000 commands")
     if m.tls is not None and (m.tls.cert_file is None) != (m.tls.key_file is None):
         raise _err("mqtt.tls", "cert_file and key_file go together")
 

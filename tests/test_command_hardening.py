@@ -31,6 +31,7 @@ from test_e2e_games import check_settlements
 
 from daemon.app import App, CommandRateLimit
 from daemon.broker import MosquittoBroker, mosquitto_binary
+from daemon.config import ConfigError
 from daemon.mqtt import MAX_COMMAND_ARGS, CommandRejected, CommandRequest, parse_command
 from daemon.rules.baccarat import next_card_hand
 from daemon.rules.cards import Card
@@ -354,3 +355,16 @@ def test_any_text_either_is_refused_or_leaves_the_machine_equal_to_its_journal(
     finally:
         assert a.journal is not None
         a.journal.close()
+
+
+def test_the_command_rate_is_configured_under_mqtt(tmp_path: Path) -> None:
+    a = App(baccarat_config(extra=f'[journal]\ndirectory = "{tmp_path}"\n[mqtt]\ncommand_rate = 3\n'
+                                  'command_burst = 2\n'))
+    assert (a.command_limit.rate, a.command_limit.burst) == (3.0, 2)
+    assert [a.command_limit.take() for _ in range(3)] == [True, True, False]
+    default = App(baccarat_config())
+    assert (default.command_limit.rate, default.command_limit.burst) == (20.0, 50)
+    for line, why in (("command_rate = 0", "mqtt.command_rate"), ("command_burst = 0", "mqtt.command_burst"),
+                      ("command_rate = 1001", "1 to 1000")):
+        with pytest.raises(ConfigError, match=why):
+            baccarat_config(extra=f"[mqtt]\n{line}\n")
