@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_PREFIX_BYTES", "TABLE_ID", "prefix_problem", "table_problem"]
+__all__ = ["MAX_PREFIX_BYTES", "TABLE_ID", "option_problem", "prefix_problem", "table_problem"]
 
 MAX_PREFIX_BYTES = 1024
 """A topic prefix longer than this (UTF-8 bytes) is refused (the whole topic must stay < 65536)."""
@@ -53,3 +53,14 @@ def table_problem(table: str) -> str | None:
     if TABLE_ID.fullmatch(table):
         return None
     return "must be 1-64 letters, digits, '_', '-' or '.' (it is a topic level)"
+
+
+def option_problem(table: str | None, prefix: str) -> str | None:
+    """One line naming ``--table`` or ``--prefix`` and what is wrong with it, or ``None`` when both are
+    usable (``table`` ``None``: every table). Shared by ``monitor`` and ``signage`` so they accept the
+    same values the table config does."""
+    if table is not None and (problem := table_problem(table)) is not None:
+        return f"--table {table[:70]!r} {problem}"
+    if (problem := prefix_problem(prefix)) is not None:
+        return f"--prefix {prefix[:70]!r} {problem}"
+    return None

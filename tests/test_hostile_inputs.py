@@ -191,3 +191,38 @@ def test_replay_binary_or_endless_file_is_one_line(tmp_path: Path) -> None:
     _one_line_exit_2(_cli("replay", str(binary), "--exit-at-end"), f"replay: {binary}: not a tablesense "
                      "capture (not UTF-8 text at byte 23)")
     _one_line_exit_2(_cli("replay", "/dev/zero", "--exit-at-end"), "replay: /dev/zero", "larger than")
+
+
+# ----------------------------------------------------------------- monitor, signage, simulate
+
+
+@pytest.mark.parametrize(("command", "option", "value", "expected"), [
+    ("monitor", "--table", "a/+", "--table 'a/+' must be 1-64 letters"),
+    ("monitor", "--prefix", "", "--prefix '' is empty"),
+    ("monitor", "--prefix", "a//b", "empty topic level"),
+    ("signage", "--table", "a/+", "--table 'a/+' must be 1-64 letters"),
+    ("signage", "--prefix", "", "--prefix '' is empty"),
+    ("signage", "--prefix", "x/#", "wildcard"),
+])
+def test_monitor_and_signage_share_the_topic_validator(command: str, option: str, value: str,
+                                                        expected: str) -> None:
+    """``monitor`` accepted ``--table 'a/+'`` and ``--prefix ''``, which signage refused; both now use
+    :func:`daemon.topics.option_problem` (the config's rules)."""
+    args = [command, "--broker", "127.0.0.1:1"]
+    if command == "signage" and option != "--table":
+        args += ["--table", "T1"]
+    if command == "monitor":
+        args += ["--no-ui"]
+    _one_line_exit_2(_cli(*args, option, value, timeout=30), f"{command}: ", expected)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["shoe", "--pace", "nan"], "--pace must be a finite number, got 'nan'"),
+    (["shoe", "--pace", "inf"], "--pace must be a finite number"),
+    (["shoe", "--heartbeat", "nan"], "--heartbeat must be a finite number"),
+    (["shoe", "--cards", ""], "--cards: no cards given"),
+    (["pads", "--spots", "bad spot,$x"], "--spots: spot id 'bad spot' must be 1-64"),
+    (["pads", "--spots", ""], "--spots: spot id ''"),
+])
+def test_simulate_refuses_bad_options(args: list[str], expected: str) -> None:
+    _one_line_exit_2(_cli("simulate", *args, timeout=30), "simulate: ", expected)

@@ -23,6 +23,7 @@ import aiomqtt
 from daemon.broker_auth import DEFAULT_TLS_PORT, add_auth_arguments, auth_from_args, uses_tls
 from daemon.cli import UsageError
 from daemon.mqtt import CredentialsError
+from daemon.topics import option_problem
 from daemon.view import TableView, summary_lines, watch
 
 __all__ = ["parse_broker", "register", "run"]
@@ -67,11 +68,15 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Watch until Ctrl-C, then print the summary; returns the exit status.
 
-    Raises UsageError (one line) for a bad --broker, a broker that refuses or cannot be reached at the
-    first attempt (TLS verification, user name or password included), and a credentials file that is
-    missing, malformed or accessible by other users, or a TLS file that cannot be loaded.
+    Raises UsageError (one line) for a bad --broker, a --table or --prefix the table config would
+    refuse (:func:`daemon.topics.option_problem`, shared with ``signage``), a broker that refuses or
+    cannot be reached at the first attempt (TLS verification, user name or password included), and a
+    credentials file that is missing, malformed or accessible by other users, or a TLS file that cannot
+    be loaded.
     """
     host, port = parse_broker(args.broker, DEFAULT_TLS_PORT if uses_tls(args) else 1883)
+    if (problem := option_problem(args.table, args.prefix)) is not None:
+        raise UsageError(f"monitor: {problem}")
     try:
         auth = auth_from_args(args)
     except CredentialsError as exc:

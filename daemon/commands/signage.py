@@ -27,6 +27,7 @@ from daemon.logging import bind_table, configure
 from daemon.mqtt import CredentialsError
 from daemon.signage.info import table_info
 from daemon.signage.server import parse_hostport, start_signage
+from daemon.topics import option_problem
 
 __all__ = ["register", "run"]
 
@@ -81,10 +82,8 @@ def run(args: argparse.Namespace) -> int:
         parse_hostport(args.listen, 8080)
     except ValueError as exc:
         raise UsageError(f"signage: {exc}") from None
-    for name, value, bad in (("--table", args.table, "+#/\0"), ("--prefix", args.prefix, "+#\0")):
-        if not value or any(ch in value for ch in bad):
-            raise UsageError(f"signage: {name} {value!r} must be non-empty without "
-                             f"{', '.join(repr(c) for c in bad if c != chr(0))}")
+    if (problem := option_problem(args.table, args.prefix)) is not None:
+        raise UsageError(f"signage: {problem}")
     info = None
     if args.config:
         try:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import random
 import re
 import signal
@@ -41,7 +42,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from daemon.bounded import InputTooLarge, read_bounded
 from daemon.cli import UsageError
+from daemon.topics import TABLE_ID
 
 if TYPE_CHECKING:
     from simulators.dealer import SimTable
@@ -88,7 +91,9 @@ def _number(text: str, what: str, kind: type[int] | type[float], low: float,
     try:
         value = kind(text)
     except ValueError:
-        raise UsageError(f"simulate: {what} must be a number, got {text!r}") from None
+        raise UsageError(f"simulate: {what} must be a number, got {text[:40]!r}") from None
+    if not math.isfinite(value):  # float("nan") compares false with every bound
+        raise UsageError(f"simulate: {what} must be a finite number, got {text[:40]!r}")
     if value < low or (high is not None and value > high):
         bound = f"{low:g} to {high:g}" if high is not None else f">= {low:g}"
         raise UsageError(f"simulate: {what} must be {bound}, got {text!r}")
@@ -96,11 +101,15 @@ def _number(text: str, what: str, kind: type[int] | type[float], low: float,
 
 
 def _cards(spec: str) -> list[str]:
+    if not spec.strip():
+        raise UsageError("simulate: --cards: no cards given (an empty list)")
     path = Path(spec)
     text = spec
     if path.is_file():
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_bounded(path, 1 << 20, f"--cards {spec}").decode("utf-8")
+        except InputTooLarge as exc:
+            raise UsageError(f"simulate: {exc}") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"simulate: --cards {spec}: cannot read: {exc}") from None
         text = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
@@ -137,21 +146,25 @@ def build_runner(args: argparse.Namespace) -> SimulatorRunner:
         raise UsageError(f"simulate: unknown fault {unknown[0]!r}; known: {', '.join(FAULTS)}")
     if args.via not in ("pty", "tcp"):
         raise UsageError(f"simulate: --via {args.via!r}: choose pty or tcp (usb only works in-process)")
-    if args.device == "pads" and args.cards:
+    if args.device == "pads" and args.cards is not None:
         raise UsageError("simulate: --cards is for the shoe, not the pads")
 
     program: Iterator[Step]
     device: VirtualShoe | VirtualPads
     if args.device == "shoe":
         try:
-            shoe = (VirtualShoe(decks, seed=seed, cards=_cards(args.cards)) if args.cards
+            shoe = (VirtualShoe(decks, seed=seed, cards=_cards(args.cards)) if args.cards is not None
                     else VirtualShoe(decks, seed=seed))
         except (InvalidCard, CardNotInShoe) as exc:
             raise UsageError(f"simulate: --cards: {exc}") from None
         device = shoe
-        program = shoe_program(shoe, rounds=rounds, loop_shoes=not args.cards)
+        program = shoe_program(shoe, rounds=rounds, loop_shoes=args.cards is None)
     else:
-        spots = [s for s in args.spots.split(",") if s]
+        spots = [s.strip() for s in args.spots.split(",")]
+        for spot in spots:
+            if not TABLE_ID.fullmatch(spot):
+                raise UsageError(f"simulate: --spots: spot id {spot[:40]!r} must be 1-64 letters, digits, "
+                                 "'_', '-' or '.' (as in the table config)")
         try:
             pads = VirtualPads(spots, rfid=not args.presence_only)
         except ValueError as exc:
