@@ -13,10 +13,14 @@ Errors are reduced to two exceptions so that the link never has to know which li
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
+import threading
+from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["ByteTransport", "LinkLost", "OpenError", "describe_os_error"]
+__all__ = ["ByteTransport", "LinkLost", "OpenError", "ReaderThreadLink", "describe_os_error"]
 
 
 class OpenError(Exception):
@@ -40,6 +44,47 @@ class LinkLost(Exception):
     def __init__(self, cause: str) -> None:
         super().__init__(cause)
         self.cause = cause
+
+
+class ReaderThreadLink:
+    """Base of transports read by one dedicated blocking thread (pyserial URLs without a file
+    descriptor, pyusb): the thread hands byte chunks, or the :class:`LinkLost` that ended it, to the
+    event loop through a queue; :meth:`read` is cancel-safe and nothing is abandoned mid-read.
+
+    Must be constructed on the running event loop. Subclasses implement ``_reader`` (the thread's
+    loop, stopping when ``_stop`` is set and calling ``_post``) and call :meth:`_start_reader`.
+    """
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self._loop = asyncio.get_running_loop()
+        self._chunks: asyncio.Queue[bytes | LinkLost] = asyncio.Queue()
+        self._stop = threading.Event()
+        self._lost: LinkLost | None = None
+        self._thread: threading.Thread | None = None
+
+    def _start_reader(self, target: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=target, name=name, daemon=True)
+        self._thread.start()
+
+    def _join_reader(self, timeout: float) -> None:
+        """Wait (blocking, at most ``timeout`` seconds) for the reader thread to end."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _post(self, item: bytes | LinkLost) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening any more
+            self._loop.call_soon_threadsafe(self._chunks.put_nowait, item)
+
+    async def read(self) -> bytes:
+        """Next chunk of received bytes; raises :class:`LinkLost` once the device is gone. Cancel-safe."""
+        if self._lost is not None:
+            raise self._lost
+        item = await self._chunks.get()
+        if isinstance(item, LinkLost):
+            self._lost = item
+            raise item
+        return item
 
 
 class ByteTransport(Protocol):

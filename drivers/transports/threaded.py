@@ -14,34 +14,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 
 import serial
 
-from drivers.transports.base import LinkLost, OpenError, describe_os_error
+from drivers.transports.base import LinkLost, OpenError, ReaderThreadLink, describe_os_error
 
 __all__ = ["ThreadedSerialLink", "open_threaded"]
 
 _READ_TIMEOUT = 0.1
 
 
-class ThreadedSerialLink:
+class ThreadedSerialLink(ReaderThreadLink):
     """An open pyserial URL port read by a dedicated thread. Made by :func:`open_threaded`."""
 
     def __init__(self, port: serial.SerialBase, description: str) -> None:
+        super().__init__(description)
         self._port = port
-        self.description = description
-        self._loop = asyncio.get_running_loop()
-        self._chunks: asyncio.Queue[bytes | LinkLost] = asyncio.Queue()
-        self._stop = threading.Event()
-        self._lost: LinkLost | None = None
-        self._thread = threading.Thread(target=self._reader, name=f"tablesense-read {description}",
-                                        daemon=True)
-        self._thread.start()
-
-    def _post(self, item: bytes | LinkLost) -> None:
-        with contextlib.suppress(RuntimeError):  # loop already closed at shutdown
-            self._loop.call_soon_threadsafe(self._chunks.put_nowait, item)
+        self._start_reader(self._reader, f"tablesense-read {description}")
 
     def _reader(self) -> None:
         while not self._stop.is_set():
@@ -55,16 +44,6 @@ class ThreadedSerialLink:
             if data:
                 self._post(bytes(data))
 
-    async def read(self) -> bytes:
-        """Next chunk of received bytes; raises :class:`LinkLost` once the port is gone. Cancel-safe."""
-        if self._lost is not None:
-            raise self._lost
-        item = await self._chunks.get()
-        if isinstance(item, LinkLost):
-            self._lost = item
-            raise item
-        return item
-
     async def write(self, data: bytes) -> None:
         """Write host-to-device bytes from a worker thread; raises :class:`LinkLost` on failure."""
         if self._lost is not None:
@@ -77,7 +56,7 @@ class ThreadedSerialLink:
     async def close(self) -> None:
         """Stop the reader thread (it notices within one read timeout) and close the port."""
         self._stop.set()
-        await asyncio.to_thread(self._thread.join, 2.0)
+        await asyncio.to_thread(self._join_reader, 2.0)
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self._port.close)
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import threading
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +36,7 @@ from typing import Any
 import usb.core
 import usb.util
 
-from drivers.transports.base import LinkLost, OpenError, describe_os_error
+from drivers.transports.base import LinkLost, OpenError, ReaderThreadLink, describe_os_error
 
 __all__ = ["UsbLink", "UsbUrl", "open_usb", "parse_usb_url", "register_backend", "registered_backend"]
 
@@ -119,31 +118,21 @@ def _usb_cause(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-class UsbLink:
+class UsbLink(ReaderThreadLink):
     """An open, claimed USB interface read by a dedicated thread. Made by :func:`open_usb`."""
 
     def __init__(self, dev: Any, spec: UsbUrl, ep_in: Any, ep_out: Any, detached: list[int],
                  description: str) -> None:
+        super().__init__(description)
         self._dev = dev
         self._spec = spec
         self._ep_in = ep_in
         self._ep_out = ep_out
         self._detached = detached
-        self.description = description
-        self._loop = asyncio.get_running_loop()
-        self._chunks: asyncio.Queue[bytes | LinkLost] = asyncio.Queue()
-        self._stop = threading.Event()
-        self._lost: LinkLost | None = None
         self._closed = False
         size = int(getattr(ep_in, "wMaxPacketSize", 64) or 64)
         self._packet = size
-        self._thread = threading.Thread(target=self._reader, name=f"tablesense-usb {description}",
-                                        daemon=True)
-        self._thread.start()
-
-    def _post(self, item: bytes | LinkLost) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening any more
-            self._loop.call_soon_threadsafe(self._chunks.put_nowait, item)
+        self._start_reader(self._reader, f"tablesense-usb {description}")
 
     def _reader(self) -> None:
         address = self._ep_in.bEndpointAddress
@@ -165,16 +154,6 @@ class UsbLink:
             if len(data):
                 self._post(bytes(data))
 
-    async def read(self) -> bytes:
-        """Next chunk of received bytes; raises :class:`LinkLost` once the device is gone. Cancel-safe."""
-        if self._lost is not None:
-            raise self._lost
-        item = await self._chunks.get()
-        if isinstance(item, LinkLost):
-            self._lost = item
-            raise item
-        return item
-
     async def write(self, data: bytes) -> None:
         """Send host-to-device bytes on the OUT endpoint (from a worker thread).
 
@@ -194,7 +173,7 @@ class UsbLink:
             raise LinkLost(f"write failed: {exc}") from exc
 
     def _release(self) -> None:
-        self._thread.join(2.0 + self._spec.timeout_ms / 1000)
+        self._join_reader(2.0 + self._spec.timeout_ms / 1000)
         with contextlib.suppress(usb.core.USBError, ValueError):
             usb.util.release_interface(self._dev, self._spec.interface)
         for number in self._detached:
