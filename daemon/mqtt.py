@@ -763,33 +763,59 @@ class Relay:
         return True
 
     async def _mark_delivered(self, row: OutboxRowLike) -> None:
-        """Record the broker's acknowledgement of ``row`` in the journal. A :class:`JournalError` (e.g. a
-        full disk) is logged at critical once per failing spell (``journal_mark_failed``; counted in
-        ``mark_failures``) and otherwise ignored: the row stays undelivered in the journal, so it is
-        published again, with the same ``msg_id``, after the next reconnect or restart (at-least-once;
-        subscribers drop the duplicate). The first mark that succeeds again logs
-        ``journal_mark_recovered``."""
-        try:
-            await asyncio.to_thread(self._journal.mark_delivered, row.row_id)
-        except JournalError as exc:
-            self.mark_failures += 1
-            if not self._marks_failing:
-                self._marks_failing = True
-                log.critical("journal_mark_failed", error=str(exc), row=row.row_id, msg_id=row.msg_id,
-                             message="acknowledgements cannot be recorded; publishing goes on, unmarked rows "
-                                     "are published again after the next reconnect or restart")
+        """Record the broker's acknowledgement of ``row`` in the journal (see :meth:`_mark_rows`)."""
+        await self._mark_rows([row])
+
+    async def _mark_rows(self, rows: Sequence[OutboxRowLike]) -> None:
+        """Record the broker's acknowledgements of ``rows`` (in row order) in the journal, in ONE worker
+        thread call (one thread hop for a burst of acknowledgements, not one per row; each row is still
+        its own ``mark_delivered``). A :class:`JournalError` (e.g. a full disk) is logged at critical once
+        per failing spell (``journal_mark_failed``; counted in ``mark_failures``) and otherwise ignored:
+        the row stays undelivered in the journal, so it is published again, with the same ``msg_id``,
+        after the next reconnect or restart (at-least-once; subscribers drop the duplicate). The first
+        mark that succeeds again logs ``journal_mark_recovered``. Any other exception is raised after the
+        rows marked before it are counted."""
+        if not rows:
             return
-        if self._marks_failing:
-            self._marks_failing = False
-            log.warning("journal_mark_recovered", unmarked_rows=self.mark_failures)
-        self.delivered += 1
+        journal = self._journal
+
+        def mark_all() -> tuple[list[JournalError | None], BaseException | None]:
+            results: list[JournalError | None] = []
+            for r in rows:
+                try:
+                    journal.mark_delivered(r.row_id)
+                except JournalError as exc:
+                    results.append(exc)
+                except Exception as exc:
+                    return results, exc
+                else:
+                    results.append(None)
+            return results, None
+
+        results, unexpected = await asyncio.to_thread(mark_all)
+        for r, error in zip(rows, results, strict=False):
+            if error is not None:
+                self.mark_failures += 1
+                if not self._marks_failing:
+                    self._marks_failing = True
+                    log.critical("journal_mark_failed", error=str(error), row=r.row_id, msg_id=r.msg_id,
+                                 message="acknowledgements cannot be recorded; publishing goes on, unmarked "
+                                         "rows are published again after the next reconnect or restart")
+                continue
+            if self._marks_failing:
+                self._marks_failing = False
+                log.warning("journal_mark_recovered", unmarked_rows=self.mark_failures)
+            self.delivered += 1
+        if unexpected is not None:
+            raise unexpected
 
     async def _drain(self, client: _AckClient) -> None:
         """Publish undelivered rows in row order, at most ``window`` in flight, until stopping.
 
         One connection sends PUBLISH packets in order and the broker forwards them in order (OASIS MQTT
         5.0 §4.6), so a window keeps the order while not waiting a round trip per message; rows are
-        marked delivered in row order as their acknowledgements arrive. Any ``MqttError`` ends the
+        marked delivered in row order as their acknowledgements arrive, the rows acknowledged together in
+        one worker-thread call (:meth:`_settle_head`). Any ``MqttError`` ends the
         session (the next one starts again from the first undelivered row).
         """
         after = 0
@@ -824,23 +850,37 @@ class Relay:
                 fut.cancel()
 
     async def _settle_head(self, inflight: deque[tuple[OutboxRowLike, str, asyncio.Future[None]]]) -> bool:
-        """Await the oldest in-flight publish; mark its row delivered when acknowledged, count and log
-        a negative acknowledgement. A timeout raises ``MqttError`` (the session ends)."""
+        """Await the oldest in-flight publish, then take it and every publish after it that is already
+        acknowledged (in row order, up to the first still in flight) off ``inflight``; mark the
+        acknowledged rows delivered together (:meth:`_mark_rows`), count and log negative
+        acknowledgements. ``False`` when any was rejected. A timeout raises ``MqttError`` (the session
+        ends)."""
         row, topic, fut = inflight[0]
         try:
             await asyncio.wait_for(asyncio.shield(fut), timeout=self.settings.publish_timeout)
         except TimeoutError:
             raise aiomqtt.MqttError(f"no acknowledgement for {topic} within "
                                     f"{self.settings.publish_timeout:g} s") from None
-        except PublishRejected as exc:
-            inflight.popleft()
-            self.rejected += 1
-            log.error("mqtt_publish_rejected", topic=topic, msg_id=row.msg_id, row=row.row_id,
-                      reason=str(exc.reason), code=exc.reason.value)
-            return False
-        inflight.popleft()
-        await self._mark_delivered(row)
-        return True
+        except PublishRejected:
+            pass  # counted below
+        acked: list[OutboxRowLike] = []
+        ok = True
+        while inflight and inflight[0][2].done():
+            row, topic, fut = inflight.popleft()
+            exc = fut.exception() if not fut.cancelled() else None
+            if isinstance(exc, PublishRejected):
+                ok = False
+                self.rejected += 1
+                log.error("mqtt_publish_rejected", topic=topic, msg_id=row.msg_id, row=row.row_id,
+                          reason=str(exc.reason), code=exc.reason.value)
+            elif exc is not None or fut.cancelled():
+                inflight.appendleft((row, topic, fut))
+                await self._mark_rows(acked)
+                fut.result()  # re-raise what paho failed it with
+            else:
+                acked.append(row)
+        await self._mark_rows(acked)
+        return ok
 
     async def _listen(self, client: _AckClient, v5: bool) -> None:
         async for message in client.messages:

@@ -168,3 +168,44 @@ async def test_republish_status_while_connected(broker: MosquittoBroker) -> None
     first_failure = states.index(("online", "journal failure, settling stopped: disk full"))
     assert ("online", "") in states[first_failure + 1:]
     assert states[-1][0] == "offline"
+
+
+class BuggyMarkOutbox(MemoryOutbox):
+    """``mark_delivered`` raises an unexpected error (a bug, not a JournalError) once, for row ``bad``."""
+
+    def __init__(self, bad: int) -> None:
+        super().__init__()
+        self.bad = bad
+        self.marks: list[int] = []
+
+    def mark_delivered(self, row_id: int) -> None:
+        if row_id == self.bad and self.bad not in self.marks:
+            self.marks.append(row_id)
+            raise RuntimeError("unexpected failure marking a row")
+        self.marks.append(row_id)
+        super().mark_delivered(row_id)
+
+
+async def test_unexpected_mark_failure_in_a_burst_counts_the_rows_before_it(broker: MosquittoBroker) -> None:
+    """Acknowledgements of a burst are marked in one worker-thread call; an unexpected exception on one
+    row still counts the rows marked before it, ends the session (``relay_crashed``), and the next
+    session publishes the unmarked rows again and marks them, in row order."""
+    out = BuggyMarkOutbox(bad=5)
+    for i in range(12):
+        out.add("settlements", {"n": i})
+    async with Subscriber(broker, "ts/F4/#", "sub-F4") as sub:
+        with structlog.testing.capture_logs() as logs:
+            relay = Relay(settings(broker, "F4"), out, status)
+            task = asyncio.create_task(relay.run())
+            await sub.wait_for(lambda ms: len(ids(sub, "ts/F4/settlements")) >= 20)
+            for _ in range(500):
+                if out.delivered == set(range(1, 13)):
+                    break
+                await asyncio.sleep(0.01)
+            await relay.stop(task)
+    assert out.marks == [1, 2, 3, 4, 5, *range(5, 13)]  # row order; 5 failed once, then 5..12 again
+    assert out.delivered == set(range(1, 13))
+    assert relay.crashes == 1 and relay.delivered == 12  # rows 1-4 counted although row 5 raised
+    assert "unexpected failure marking a row" in events(logs, "relay_crashed")[0]["error"]
+    got = ids(sub, "ts/F4/settlements")
+    assert got == [f"m{n}" for n in range(1, 13)] + [f"m{n}" for n in range(5, 13)]
