@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_config import BASE
 
 from daemon.config import MAX_CONFIG_BYTES, ConfigError, parse_config
 from daemon.mqtt import CredentialsError, load_credentials
@@ -123,22 +124,8 @@ def test_one_huge_write_is_bounded_too() -> None:
 
 # ------------------------------------------------------------------------------------ config
 
-VALID = """
-table = "t9"
-game = "baccarat"
-decks = 6
-seats = ["1", "2"]
-[wagers.player]
-min = 100
-max = 1000
-[wagers.perfect_pairs]
-paytable = "A"
-[spots]
-"3" = { seat = "1", bet = "player" }
-"4" = { seat = "1", bet = "perfect_pairs", hand = "player" }
-[mqtt]
-host = "127.0.0.1"
-""".strip().splitlines()
+VALID = (BASE + '[mqtt]\nhost = "127.0.0.1"\n').strip().splitlines()
+"""The config tests' base table plus an [mqtt] section: the text the fuzzer mutates line by line."""
 
 KEYS = ["table", "game", "decks", "seats", "currency", "minor_unit", "min", "max", "paytable", "seat", "bet",
         "hand", "url", "role", "protocol", "baud", "host", "port", "mode", "count", "start", "x", "é", ""]
