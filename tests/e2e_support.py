@@ -11,7 +11,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiomqtt
 from paho.mqtt.packettypes import PacketTypes
@@ -24,9 +24,8 @@ from simulators.dealer import SimTable, sim_config_toml
 TABLESENSE = str(Path(sys.executable).with_name("tablesense"))
 
 
-@dataclass
-class Received:
-    """One message as the subscriber got it."""
+class Received(NamedTuple):
+    """One message as the subscriber got it (also unpacks as ``topic, body, retain``)."""
 
     topic: str
     body: dict[str, Any]
@@ -69,6 +68,13 @@ class Recorder:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+    async def __aenter__(self) -> Recorder:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
 
     def on(self, suffix: str) -> list[Received]:
         """Messages whose topic ends with ``/suffix``, de-duplicated by ``msg_id`` (first kept)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import aiomqtt
 import pytest
+from e2e_support import Recorder
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -90,47 +91,12 @@ def settings(broker: MosquittoBroker, table: str, **kw: object) -> MqttSettings:
                         prefix="ts", backoff_min=0.05, backoff_max=0.2, publish_timeout=2.0, **kw)  # type: ignore[arg-type]
 
 
-class Subscriber:
-    """A persistent-session v5 subscriber that records every message."""
+class Subscriber(Recorder):
+    """A persistent-session v5 subscriber (tests/e2e_support.Recorder) used as ``async with``; its
+    messages unpack as ``topic, body, retain`` and ``wait_for`` predicates take the message list."""
 
-    def __init__(self, broker: MosquittoBroker, topic: str, ident: str) -> None:
-        self.broker, self.topic, self.ident = broker, topic, ident
-        self.messages: list[tuple[str, dict[str, object], bool]] = []
-        self._task: asyncio.Task[None] | None = None
-        self._ready = asyncio.Event()
-
-    async def _run(self) -> None:
-        props = Properties(PacketTypes.CONNECT)
-        props.SessionExpiryInterval = 3600
-        while True:
-            try:
-                async with aiomqtt.Client(self.broker.host, self.broker.port, identifier=self.ident,
-                                          protocol=aiomqtt.ProtocolVersion.V5, clean_start=False,
-                                          properties=props) as c:
-                    await c.subscribe(self.topic, qos=1)
-                    self._ready.set()
-                    async for m in c.messages:
-                        body = json.loads(m.payload) if m.payload else {}
-                        self.messages.append((str(m.topic), body, bool(m.retain)))
-            except aiomqtt.MqttError:
-                await asyncio.sleep(0.05)
-
-    async def __aenter__(self) -> Subscriber:
-        self._task = asyncio.create_task(self._run())
-        await asyncio.wait_for(self._ready.wait(), 5)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await self._task
-
-    async def wait_for(self, pred, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-        async def loop() -> None:
-            while not pred(self.messages):
-                await asyncio.sleep(0.01)
-        await asyncio.wait_for(loop(), timeout)
+    async def wait_for(self, pred, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def,override]
+        await super().wait_for(lambda rec: pred(rec.messages), timeout)
 
 
 async def run_relay(relay: Relay) -> asyncio.Task[None]:
