@@ -14,9 +14,9 @@ import random
 import statistics
 import time
 
-from daemon.rules.advantage import advantage_report, favourable, offered_pair_wagers
-from daemon.rules.baccarat import BaccaratRules
-from daemon.rules.cards import ALL_CARDS, ShoeComposition
+from tablesense.daemon.rules.advantage import advantage_report, favourable, offered_pair_wagers
+from tablesense.daemon.rules.baccarat import BaccaratRules
+from tablesense.daemon.rules.cards import ALL_CARDS, ShoeComposition
 
 
 def main() -> None:

@@ -12,9 +12,9 @@ import argparse
 import statistics
 import time
 
-from daemon.rules import baccarat_analysis
-from daemon.rules.baccarat import BaccaratRules
-from daemon.rules.baccarat_analysis import analyze_baccarat
+from tablesense.daemon.rules import baccarat_analysis
+from tablesense.daemon.rules.baccarat import BaccaratRules
+from tablesense.daemon.rules.baccarat_analysis import analyze_baccarat
 
 
 def _cold() -> None:

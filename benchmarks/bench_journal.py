@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from journal_support import Traffic  # the tests' scripted table traffic
 
-from daemon.journal import Journal, open_for_recall
-from daemon.messages import DeviceStatus
-from daemon.table.inputs import Channel, Emit
+from tablesense.daemon.journal import Journal, open_for_recall
+from tablesense.daemon.messages import DeviceStatus
+from tablesense.daemon.table.inputs import Channel, Emit
 
 
 def _pct(values: list[float], q: float) -> float:

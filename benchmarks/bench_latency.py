@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT))
 
 import aiomqtt  # noqa: E402
 
-from daemon.broker import MosquittoBroker  # noqa: E402
-from daemon.config import parse_config  # noqa: E402
-from daemon.mqtt import NODELAY  # noqa: E402
-from simulators.dealer import SimTable, sim_config_toml  # noqa: E402
+from tablesense.daemon.broker import MosquittoBroker  # noqa: E402
+from tablesense.daemon.config import parse_config  # noqa: E402
+from tablesense.daemon.mqtt import NODELAY  # noqa: E402
+from tablesense.simulators.dealer import SimTable, sim_config_toml  # noqa: E402
 
 TABLESENSE = str(Path(sys.executable).with_name("tablesense"))
 FOURTH_CARD_BETS = {"perfect_pairs", "house_money"}

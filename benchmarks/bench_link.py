@@ -19,10 +19,10 @@ import time
 
 import structlog
 
-from drivers.events import CardDrawn, DeviceEvent, DeviceState, LinkState
-from drivers.link import DeviceLink
-from simulators.exposure import Exposure, PtyExposure, TcpExposure, UsbExposure
-from simulators.shoe import VirtualShoe
+from tablesense.drivers.events import CardDrawn, DeviceEvent, DeviceState, LinkState
+from tablesense.drivers.link import DeviceLink
+from tablesense.simulators.exposure import Exposure, PtyExposure, TcpExposure, UsbExposure
+from tablesense.simulators.shoe import VirtualShoe
 
 
 async def _latency(exposure: Exposure, cards: int, gap: float) -> tuple[list[float], float]:

@@ -62,20 +62,20 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from daemon import sdnotify
-from daemon.config import TableConfig
-from daemon.journal import Journal, JournalDamaged, JournalUnwritable, OutboxRow
-from daemon.journal.codec import encode_event
-from daemon.journal.store import ROUND_COMPLETE_SCHEMAS, message_schema
-from daemon.logging import bind_round, bind_table, get_logger
-from daemon.messages import AlarmMessage, TableStatus, encode_message
-from daemon.mqtt import CommandRequest, MqttSettings, Relay, load_credentials, tls_context
-from daemon.table.alarms import ALARMS, AlarmCode
-from daemon.table.inputs import Channel, Command, Emit, TableStart, TimedInput
-from daemon.table.machine import TableMachine
-from drivers.events import DeviceEvent, DeviceState, SpotChanged
-from drivers.link import DeviceLink
-from drivers.protocols.tsref import SEQ_MODULUS
+from tablesense.daemon import sdnotify
+from tablesense.daemon.config import TableConfig
+from tablesense.daemon.journal import Journal, JournalDamaged, JournalUnwritable, OutboxRow
+from tablesense.daemon.journal.codec import encode_event
+from tablesense.daemon.journal.store import ROUND_COMPLETE_SCHEMAS, message_schema
+from tablesense.daemon.logging import bind_round, bind_table, get_logger
+from tablesense.daemon.messages import AlarmMessage, TableStatus, encode_message
+from tablesense.daemon.mqtt import CommandRequest, MqttSettings, Relay, load_credentials, tls_context
+from tablesense.daemon.table.alarms import ALARMS, AlarmCode
+from tablesense.daemon.table.inputs import Channel, Command, Emit, TableStart, TimedInput
+from tablesense.daemon.table.machine import TableMachine
+from tablesense.drivers.events import DeviceEvent, DeviceState, SpotChanged
+from tablesense.drivers.link import DeviceLink
+from tablesense.drivers.protocols.tsref import SEQ_MODULUS
 
 __all__ = ["COMMAND_BURST", "COMMAND_RATE", "PRUNE_EVERY_ROUNDS", "STOP_SIGNALS", "App", "CommandRateLimit",
            "StartupError", "broker_settings", "mqtt_settings", "now_iso"]
@@ -159,7 +159,7 @@ def mqtt_settings(config: TableConfig) -> MqttSettings:
     m = config.mqtt
     user = password = None
     if m.credentials_file:
-        from daemon.mqtt import CredentialsError
+        from tablesense.daemon.mqtt import CredentialsError
         try:
             user, password = load_credentials(m.credentials_file)
         except CredentialsError as exc:
@@ -184,7 +184,7 @@ def broker_settings(config: TableConfig) -> tuple[MqttSettings, ssl.SSLContext |
     settings = mqtt_settings(config)
     tls = None
     if settings.ca_file:
-        from daemon.mqtt import CredentialsError
+        from tablesense.daemon.mqtt import CredentialsError
         try:
             tls = tls_context(settings.ca_file, settings.cert_file, settings.key_file)
         except CredentialsError as exc:

@@ -22,7 +22,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.mqtt import CredentialsError, load_credentials, tls_context
+from tablesense.daemon.mqtt import CredentialsError, load_credentials, tls_context
 
 __all__ = ["DEFAULT_TLS_PORT", "BrokerAuth", "add_auth_arguments", "auth_from_args", "uses_tls"]
 

@@ -60,7 +60,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                 parser_class=OneLineParser)
     for name in COMMANDS if only is None else (only,):
-        importlib.import_module(f"daemon.commands.{name}").register(sub)
+        importlib.import_module(f"tablesense.daemon.commands.{name}").register(sub)
     return parser
 
 

@@ -29,14 +29,14 @@ from typing import Any, Literal
 
 import msgspec
 
-from daemon.bounded import InputTooLarge, read_bounded
-from daemon.rules.advantage import parse_threshold
-from daemon.rules.errors import RulesError
-from daemon.rules.games import GAMES, get_game
-from daemon.rules.money import CommissionRule, RoundingMode
-from daemon.rules.settlement import Bet, Hand
-from daemon.topics import TABLE_ID, prefix_problem, table_problem
-from drivers.protocols import UnknownProtocol, get_codec
+from tablesense.daemon.bounded import InputTooLarge, read_bounded
+from tablesense.daemon.rules.advantage import parse_threshold
+from tablesense.daemon.rules.errors import RulesError
+from tablesense.daemon.rules.games import GAMES, get_game
+from tablesense.daemon.rules.money import CommissionRule, RoundingMode
+from tablesense.daemon.rules.settlement import Bet, Hand
+from tablesense.daemon.topics import TABLE_ID, prefix_problem, table_problem
+from tablesense.drivers.protocols import UnknownProtocol, get_codec
 
 __all__ = [
     "MAX_CONFIG_BYTES",

@@ -58,8 +58,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from daemon.journal.errors import JournalError
-from daemon.logging import get_logger
+from tablesense.daemon.journal.errors import JournalError
+from tablesense.daemon.logging import get_logger
 
 __all__ = [
     "CHANNEL_TOPICS",

@@ -36,7 +36,7 @@ from typing import Any
 
 import msgspec
 
-from daemon.messages import (
+from tablesense.daemon.messages import (
     GRID_ROWS,
     SCOREBOARD_SCHEMA,
     BeadCell,

@@ -24,8 +24,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from daemon.broker_auth import BrokerAuth
-from daemon.messages import (
+from tablesense.daemon.broker_auth import BrokerAuth
+from tablesense.daemon.messages import (
     AlarmMessage,
     DeviceStatus,
     Message,
@@ -35,7 +35,7 @@ from daemon.messages import (
     TableStatus,
     decode_message,
 )
-from daemon.mqtt import NODELAY
+from tablesense.daemon.mqtt import NODELAY
 
 __all__ = ["BetTally", "TableView", "plain_line", "public_filters", "render", "summary_lines", "watch"]
 

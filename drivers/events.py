@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from daemon.rules.cards import Card
+from tablesense.daemon.rules.cards import Card
 
 __all__ = [
     "Button",

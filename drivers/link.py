@@ -39,9 +39,9 @@ from typing import Any
 
 import structlog
 
-from drivers.events import DeviceEvent, DeviceState, LinkState
-from drivers.protocols.base import Codec, CodecStats, SequenceGap, get_codec
-from drivers.transports import ByteTransport, LinkLost, OpenError, open_transport
+from tablesense.drivers.events import DeviceEvent, DeviceState, LinkState
+from tablesense.drivers.protocols.base import Codec, CodecStats, SequenceGap, get_codec
+from tablesense.drivers.transports import ByteTransport, LinkLost, OpenError, open_transport
 
 __all__ = ["DeviceLink"]
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from drivers.events import (
+from tablesense.drivers.events import (
     CardDrawn,
     CardUnreadable,
     DealerButton,
@@ -40,7 +40,7 @@ from drivers.events import (
     ShoeStatus,
     SpotChanged,
 )
-from drivers.protocols.base import CodecStats, SequenceGap
+from tablesense.drivers.protocols.base import CodecStats, SequenceGap
 
 __all__ = [
     "MAGIC",

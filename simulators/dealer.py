@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daemon.config import TableConfig
-from daemon.rules.baccarat import next_card_hand
-from daemon.rules.cards import Card
-from simulators.exposure import PtyExposure
-from simulators.pads import VirtualPads
-from simulators.runner import SimulatorRunner
-from simulators.shoe import VirtualShoe
+from tablesense.daemon.config import TableConfig
+from tablesense.daemon.rules.baccarat import next_card_hand
+from tablesense.daemon.rules.cards import Card
+from tablesense.simulators.exposure import PtyExposure
+from tablesense.simulators.pads import VirtualPads
+from tablesense.simulators.runner import SimulatorRunner
+from tablesense.simulators.shoe import VirtualShoe
 
 __all__ = ["DealtRound", "SimTable", "choose_wagers", "deal_positions"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from drivers.events import DeviceError, DeviceEvent, DeviceIdentity, Heartbeat
-from drivers.protocols.tsref import SEQ_MODULUS, Ack, HostDecoder, StatusRequest, encode, frame
+from tablesense.drivers.events import DeviceError, DeviceEvent, DeviceIdentity, Heartbeat
+from tablesense.drivers.protocols.tsref import SEQ_MODULUS, Ack, HostDecoder, StatusRequest, encode, frame
 
 __all__ = ["VirtualDevice"]
 

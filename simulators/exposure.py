@@ -275,7 +275,7 @@ class UsbExposure:
 
     def __init__(self, vid: int = 0x1209, pid: int = 0x7A5E, serial: str = "SIM0001",
                  register: bool = True) -> None:
-        from simulators.usb_backend import SimUsbBackend, SimUsbDevice
+        from tablesense.simulators.usb_backend import SimUsbBackend, SimUsbDevice
 
         self.device = SimUsbDevice(vid=vid, pid=pid, serial=serial)
         self.backend = SimUsbBackend([self.device])
@@ -301,7 +301,7 @@ class UsbExposure:
 
         self.device.on_host_write = deliver
         if self._register:
-            from drivers.transports.usb import register_backend
+            from tablesense.drivers.transports.usb import register_backend
             register_backend(self.backend)
 
     async def write(self, data: bytes) -> bool:
@@ -324,7 +324,7 @@ class UsbExposure:
         """Unplug and unregister the backend if it is still the registered one."""
         self.device.unplug()
         if self._register:
-            from drivers.transports.usb import register_backend, registered_backend
+            from tablesense.drivers.transports.usb import register_backend, registered_backend
             if registered_backend() is self.backend:
                 register_backend(None)
 

@@ -12,9 +12,9 @@ import random
 from bisect import bisect_right
 from math import gcd
 
-from daemon.rules.cards import Card
-from drivers.protocols.tsref import frame
-from simulators.shoe import VirtualShoe
+from tablesense.daemon.rules.cards import Card
+from tablesense.drivers.protocols.tsref import frame
+from tablesense.simulators.shoe import VirtualShoe
 
 __all__ = [
     "corrupt_bits",

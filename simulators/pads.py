@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
-from drivers.events import Button, DealerButton, SpotChanged, SpotState
-from simulators.device_model import VirtualDevice
+from tablesense.drivers.events import Button, DealerButton, SpotChanged, SpotState
+from tablesense.simulators.device_model import VirtualDevice
 
 __all__ = ["VirtualPads"]
 

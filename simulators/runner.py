@@ -39,12 +39,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import structlog
 
-from daemon.rules.cards import Card
-from simulators import faults as fx
-from simulators.device_model import VirtualDevice
-from simulators.exposure import Exposure, TcpExposure
-from simulators.pads import VirtualPads
-from simulators.shoe import VirtualShoe
+from tablesense.daemon.rules.cards import Card
+from tablesense.simulators import faults as fx
+from tablesense.simulators.device_model import VirtualDevice
+from tablesense.simulators.exposure import Exposure, TcpExposure
+from tablesense.simulators.pads import VirtualPads
+from tablesense.simulators.shoe import VirtualShoe
 
 __all__ = ["FAULTS", "SimulatorRunner", "pads_program", "script_program", "shoe_program"]
 
@@ -74,7 +74,7 @@ def shoe_program(shoe: VirtualShoe, *, rounds: int | None = None, loop_shoes: bo
     total (``None``: no limit); without ``loop_shoes`` the program ends with the first shoe (a
     scripted shoe ends when the script runs out).
     """
-    from daemon.rules.baccarat import next_card_hand
+    from tablesense.daemon.rules.baccarat import next_card_hand
 
     yield shoe.identity(), 1
     dealt_rounds = 0

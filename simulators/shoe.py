@@ -15,9 +15,9 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from daemon.rules.cards import ALL_CARDS, Card, ShoeComposition
-from drivers.events import CardDrawn, CardUnreadable, ShoeStatus, ShoeStatusKind
-from simulators.device_model import VirtualDevice
+from tablesense.daemon.rules.cards import ALL_CARDS, Card, ShoeComposition
+from tablesense.drivers.events import CardDrawn, CardUnreadable, ShoeStatus, ShoeStatusKind
+from tablesense.simulators.device_model import VirtualDevice
 
 __all__ = ["DEFAULT_CUT_CARD_AT", "BurnRule", "VirtualShoe", "burn_count"]
 
@@ -227,7 +227,7 @@ class VirtualShoe(VirtualDevice):
         """Deal one baccarat round: 4 cards, then third cards per the drawing rules (58 Pa. Code § 631a.11,
         via :func:`daemon.rules.baccarat.next_card_hand`). The round's cards go to :attr:`last_round`.
         Stops early when the shoe runs out."""
-        from daemon.rules.baccarat import next_card_hand
+        from tablesense.daemon.rules.baccarat import next_card_hand
 
         self.last_round = []
         out = b""

@@ -17,9 +17,9 @@ import aiomqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from daemon.broker import MosquittoBroker
-from daemon.config import TableConfig, parse_config
-from simulators.dealer import SimTable, sim_config_toml
+from tablesense.daemon.broker import MosquittoBroker
+from tablesense.daemon.config import TableConfig, parse_config
+from tablesense.simulators.dealer import SimTable, sim_config_toml
 
 TABLESENSE = str(Path(sys.executable).with_name("tablesense"))
 

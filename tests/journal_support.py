@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from daemon.messages import (
+from tablesense.daemon.messages import (
     AlarmMessage,
     AlarmRecord,
     BaccaratOutcome,
@@ -26,9 +26,9 @@ from daemon.messages import (
     SettlementRecord,
     WagerRecord,
 )
-from daemon.rules.cards import Card
-from daemon.table.inputs import Channel, Command, Emit, TimedInput
-from drivers.events import (
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.table.inputs import Channel, Command, Emit, TimedInput
+from tablesense.drivers.events import (
     Button,
     CardDrawn,
     DealerButton,

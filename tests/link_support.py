@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from drivers.events import CardDrawn, DeviceEvent, DeviceState, LinkState
-from drivers.link import DeviceLink
+from tablesense.drivers.events import CardDrawn, DeviceEvent, DeviceState, LinkState
+from tablesense.drivers.link import DeviceLink
 
 BOUND = 20.0
 """Seconds after which a wait gives up and fails the test."""

@@ -12,12 +12,19 @@ from typing import Any
 
 import msgspec
 
-from daemon.config import TableConfig, parse_config
-from daemon.messages import AlarmMessage, FloorRound, Message, RoundResults, RoundState, SettlementMessage
-from daemon.rules.cards import Card
-from daemon.table import Channel, Command, CommandReply, Emit, TableMachine, TimedInput
-from daemon.table.inputs import PUBLIC_CHANNELS
-from drivers.events import (
+from tablesense.daemon.config import TableConfig, parse_config
+from tablesense.daemon.messages import (
+    AlarmMessage,
+    FloorRound,
+    Message,
+    RoundResults,
+    RoundState,
+    SettlementMessage,
+)
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.table import Channel, Command, CommandReply, Emit, TableMachine, TimedInput
+from tablesense.daemon.table.inputs import PUBLIC_CHANNELS
+from tablesense.drivers.events import (
     Button,
     CardDrawn,
     CardUnreadable,

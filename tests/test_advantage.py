@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.rules.advantage import (
+from tablesense.daemon.rules.advantage import (
     AdvantageFigure,
     AdvantageWatch,
     PairWager,
@@ -26,12 +26,16 @@ from daemon.rules.advantage import (
     pair_kind_weights,
     parse_threshold,
 )
-from daemon.rules.baccarat import BaccaratRules, settle_two_card_wagers
-from daemon.rules.baccarat_analysis import analyze_baccarat, house_money_weights, perfect_pairs_weights
-from daemon.rules.blackjack import BlackjackRules, analyze_blackjack, settle_blackjack
-from daemon.rules.cards import ALL_CARDS, Card, Rank, ShoeComposition
-from daemon.rules.settlement import Bet, Hand, Wager
-from daemon.rules.uth import UthRules
+from tablesense.daemon.rules.baccarat import BaccaratRules, settle_two_card_wagers
+from tablesense.daemon.rules.baccarat_analysis import (
+    analyze_baccarat,
+    house_money_weights,
+    perfect_pairs_weights,
+)
+from tablesense.daemon.rules.blackjack import BlackjackRules, analyze_blackjack, settle_blackjack
+from tablesense.daemon.rules.cards import ALL_CARDS, Card, Rank, ShoeComposition
+from tablesense.daemon.rules.settlement import Bet, Hand, Wager
+from tablesense.daemon.rules.uth import UthRules
 
 P, B = Hand.PLAYER, Hand.BANKER
 STAKE = 1000

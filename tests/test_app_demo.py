@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-import daemon.broker
-from daemon.broker import mosquitto_binary
-from daemon.cli import main
-from daemon.commands.demo import run_demo
+import tablesense.daemon.broker
+from tablesense.daemon.broker import mosquitto_binary
+from tablesense.daemon.cli import main
+from tablesense.daemon.commands.demo import run_demo
 
 
 @pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")
@@ -37,7 +37,7 @@ def cents(text: str) -> int:
 
 
 async def test_demo_falls_back_to_in_process_amqtt(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(daemon.broker, "mosquitto_binary", lambda: None)
+    monkeypatch.setattr(tablesense.daemon.broker, "mosquitto_binary", lambda: None)
     buf = io.StringIO()
     lines = await run_demo("uth", 3, 5, out=buf)
     assert "(amqtt, MQTT 3.1.1)" in lines[0]

@@ -17,14 +17,14 @@ from link_support import wait_until
 from machine_support import SHOE, Driver, baccarat_config
 from test_link_reack import PtyDevice
 
-from daemon.app import PRUNE_EVERY_ROUNDS, App
-from daemon.broker import MosquittoBroker
-from daemon.config import ConfigError, parse_config
-from daemon.journal import open_for_recall
-from daemon.rules.baccarat import next_card_hand
-from daemon.rules.cards import Card, Rank, Suit
-from daemon.table.machine import Phase
-from drivers.events import (
+from tablesense.daemon.app import PRUNE_EVERY_ROUNDS, App
+from tablesense.daemon.broker import MosquittoBroker
+from tablesense.daemon.config import ConfigError, parse_config
+from tablesense.daemon.journal import open_for_recall
+from tablesense.daemon.rules.baccarat import next_card_hand
+from tablesense.daemon.rules.cards import Card, Rank, Suit
+from tablesense.daemon.table.machine import Phase
+from tablesense.drivers.events import (
     Button,
     CardDrawn,
     DealerButton,
@@ -34,7 +34,7 @@ from drivers.events import (
     SpotChanged,
     SpotState,
 )
-from simulators.dealer import sim_config_toml
+from tablesense.simulators.dealer import sim_config_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,11 +14,11 @@ from e2e_support import Daemon, Recorder
 from journal_support import Traffic
 from test_link_reack import PtyDevice
 
-from daemon.broker import MosquittoBroker, mosquitto_binary
-from daemon.config import parse_config
-from daemon.journal import Journal
-from daemon.messages import AlarmMessage, TableStatus, decode_message
-from simulators.dealer import sim_config_toml
+from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.config import parse_config
+from tablesense.daemon.journal import Journal
+from tablesense.daemon.messages import AlarmMessage, TableStatus, decode_message
+from tablesense.simulators.dealer import sim_config_toml
 
 pytestmark = [pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed"),
               pytest.mark.timeout(120)]

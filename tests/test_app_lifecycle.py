@@ -15,8 +15,8 @@ import pytest
 from e2e_support import TABLESENSE, Daemon, Recorder, start_table
 from test_e2e_games import check_settlements
 
-from daemon.broker import MosquittoBroker, free_port, mosquitto_binary
-from simulators.dealer import DealtRound, SimTable, sim_config_toml
+from tablesense.daemon.broker import MosquittoBroker, free_port, mosquitto_binary
+from tablesense.simulators.dealer import DealtRound, SimTable, sim_config_toml
 
 pytestmark = [pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed"),
               pytest.mark.timeout(300)]
@@ -80,7 +80,7 @@ async def test_sigterm_during_reconnect_backoff(tmp_path: Path) -> None:
     text = sim_config_toml("baccarat", urls={"shoe": str(dev / "shoe"), "pads": str(dev / "pads")},
                            host=dead.host, port=dead.port, journal=tmp_path / "journal")
     (tmp_path / "t.toml").write_text(text)
-    from daemon.config import parse_config
+    from tablesense.daemon.config import parse_config
     sim = SimTable(parse_config(text), dev, seed=1)
     await sim.start()
     daemon = Daemon(tmp_path / "t.toml", tmp_path / "d.log")
@@ -127,7 +127,7 @@ async def test_sigkill_mid_round_then_restart_carries_on(broker: MosquittoBroker
         daemon = Daemon(daemon.config, tmp_path / "daemon2.log")
         daemon.start()
         await acked_again(sim, acks)
-        from daemon.rules.baccarat import next_card_hand
+        from tablesense.daemon.rules.baccarat import next_card_hand
         while (hand := next_card_hand([c for _, c in rnd.cards])) is not None:
             await sim._card(rnd, hand.value)
         await sim.pads_frames(sim.pads.clear())

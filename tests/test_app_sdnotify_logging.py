@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import structlog
 
-from daemon import sdnotify
-from daemon.logging import bind_round, bind_table, configure, get_logger
+from tablesense.daemon import sdnotify
+from tablesense.daemon.logging import bind_round, bind_table, configure, get_logger
 
 
 def test_notify_sends_datagrams_to_notify_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from daemon.messages import (
+from tablesense.daemon.messages import (
     AlarmMessage,
     BaccaratOutcome,
     DeviceStatus,
@@ -14,7 +14,7 @@ from daemon.messages import (
     SettlementMessage,
     TableStatus,
 )
-from daemon.view import TableView, plain_line, public_filters, render, summary_lines
+from tablesense.daemon.view import TableView, plain_line, public_filters, render, summary_lines
 
 TS = "2026-11-29T12:00:00Z"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.rules.baccarat import (
+from tablesense.daemon.rules.baccarat import (
     Coup,
     banker_draws,
     coup_from_cards,
@@ -12,9 +12,9 @@ from daemon.rules.baccarat import (
     player_draws,
     point_count,
 )
-from daemon.rules.cards import Card
-from daemon.rules.errors import IncompleteRound, RulesError, TooManyCards
-from daemon.rules.settlement import Hand
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.rules.errors import IncompleteRound, RulesError, TooManyCards
+from tablesense.daemon.rules.settlement import Hand
 
 P, B = Hand.PLAYER, Hand.BANKER
 

@@ -8,9 +8,9 @@ from math import comb
 
 import pytest
 
-from daemon.rules.analysis import WagerAnalysis
-from daemon.rules.baccarat import BaccaratRules
-from daemon.rules.baccarat_analysis import (
+from tablesense.daemon.rules.analysis import WagerAnalysis
+from tablesense.daemon.rules.baccarat import BaccaratRules
+from tablesense.daemon.rules.baccarat_analysis import (
     RoundKey,
     analyze_baccarat,
     house_money_weights,
@@ -18,9 +18,9 @@ from daemon.rules.baccarat_analysis import (
     round_weights,
     six_card_base,
 )
-from daemon.rules.errors import RulesError
-from daemon.rules.money import CommissionRule, Odds
-from daemon.rules.settlement import Bet, Hand, Outcome
+from tablesense.daemon.rules.errors import RulesError
+from tablesense.daemon.rules.money import CommissionRule, Odds
+from tablesense.daemon.rules.settlement import Bet, Hand, Outcome
 
 P, B = Hand.PLAYER, Hand.BANKER
 TOTAL_8 = 4_998_398_275_503_360

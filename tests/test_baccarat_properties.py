@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.rules.baccarat import (
+from tablesense.daemon.rules.baccarat import (
     BaccaratRules,
     coup_from_cards,
     next_card_hand,
@@ -14,11 +14,11 @@ from daemon.rules.baccarat import (
     settle_baccarat,
     settle_two_card_wagers,
 )
-from daemon.rules.cards import ALL_CARDS, Card
-from daemon.rules.errors import IncompleteRound, TooManyCards
-from daemon.rules.money import CommissionRule, Odds, RoundingMode, winnings
-from daemon.rules.pairs import classify_pair
-from daemon.rules.settlement import Bet, Hand, Outcome, Wager
+from tablesense.daemon.rules.cards import ALL_CARDS, Card
+from tablesense.daemon.rules.errors import IncompleteRound, TooManyCards
+from tablesense.daemon.rules.money import CommissionRule, Odds, RoundingMode, winnings
+from tablesense.daemon.rules.pairs import classify_pair
+from tablesense.daemon.rules.settlement import Bet, Hand, Outcome, Wager
 
 RULES = [BaccaratRules.from_names("baccarat", 8),
          BaccaratRules.from_names("ez-baccarat", 8, {"perfect_pairs": "25-12-5"}),

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from daemon.rules.baccarat import BaccaratRules, coup_from_cards, next_card_hand, settle_baccarat
-from daemon.rules.cards import Card
-from daemon.rules.settlement import Bet, Hand, Outcome, Wager
+from tablesense.daemon.rules.baccarat import BaccaratRules, coup_from_cards, next_card_hand, settle_baccarat
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.rules.settlement import Bet, Hand, Outcome, Wager
 
 DATA = Path(__file__).parent / "data" / "real-shoes"
 

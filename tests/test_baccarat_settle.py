@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from daemon.rules.baccarat import (
+from tablesense.daemon.rules.baccarat import (
     BaccaratRules,
     BaccaratVariant,
     InvalidRulesSubmission,
@@ -16,18 +16,18 @@ from daemon.rules.baccarat import (
     settle_baccarat,
     settle_two_card_wagers,
 )
-from daemon.rules.baccarat_wagers import (
+from tablesense.daemon.rules.baccarat_wagers import (
     DRAGON_BONUS_PAYTABLES,
     lookup_dragon_bonus,
     lookup_fixed_odds,
     lookup_house_money,
     lookup_tie,
 )
-from daemon.rules.cards import Card, CardNotInShoe
-from daemon.rules.errors import IncompleteRound, RulesError, TooManyCards, WagerNotOffered
-from daemon.rules.money import CommissionRule, Odds, RoundingMode
-from daemon.rules.pairs import PaytableNotAllowed
-from daemon.rules.settlement import Bet, Hand, Outcome, Settlement, Wager
+from tablesense.daemon.rules.cards import Card, CardNotInShoe
+from tablesense.daemon.rules.errors import IncompleteRound, RulesError, TooManyCards, WagerNotOffered
+from tablesense.daemon.rules.money import CommissionRule, Odds, RoundingMode
+from tablesense.daemon.rules.pairs import PaytableNotAllowed
+from tablesense.daemon.rules.settlement import Bet, Hand, Outcome, Settlement, Wager
 
 P, B = Hand.PLAYER, Hand.BANKER
 STD = BaccaratRules.from_names("baccarat", 8)

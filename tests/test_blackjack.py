@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.rules.blackjack import (
+from tablesense.daemon.rules.blackjack import (
     INELIGIBLE,
     NO_PAIR,
     BlackjackRules,
@@ -17,11 +17,11 @@ from daemon.rules.blackjack import (
     grade_perfect_pairs,
     settle_blackjack,
 )
-from daemon.rules.cards import ALL_CARDS, Card, CardNotInShoe
-from daemon.rules.errors import IncompleteRound, RulesError, TooManyCards, WagerNotOffered
-from daemon.rules.money import Odds
-from daemon.rules.pairs import BLACKJACK_PERFECT_PAIRS, PaytableNotAllowed
-from daemon.rules.settlement import Bet, Hand, Outcome, Wager
+from tablesense.daemon.rules.cards import ALL_CARDS, Card, CardNotInShoe
+from tablesense.daemon.rules.errors import IncompleteRound, RulesError, TooManyCards, WagerNotOffered
+from tablesense.daemon.rules.money import Odds
+from tablesense.daemon.rules.pairs import BLACKJACK_PERFECT_PAIRS, PaytableNotAllowed
+from tablesense.daemon.rules.settlement import Bet, Hand, Outcome, Wager
 
 
 def c(text: str) -> Card:

@@ -34,8 +34,8 @@ import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from daemon.broker import free_port, mosquitto_binary
-from daemon.mqtt import PublishRejected, _AckClient
+from tablesense.daemon.broker import free_port, mosquitto_binary
+from tablesense.daemon.mqtt import PublishRejected, _AckClient
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "mosquitto"
 T1, T2 = "bac-01", "bj-07"
@@ -406,7 +406,7 @@ async def test_certificate_listener_refuses_without_a_valid_client_certificate(b
 
 def daemon_config(b: Broker, tmp: Path) -> Any:
     """Table bac-01 over TLS to the test broker as user table-bac-01 (credentials file mode 0600)."""
-    from daemon.config import parse_config
+    from tablesense.daemon.config import parse_config
     creds = tmp / "bac-01.credentials"
     creds.write_text(f'username = "table-{T1}"\npassword = "{USERS[f"table-{T1}"]}"\n')
     creds.chmod(0o600)
@@ -441,7 +441,7 @@ async def test_the_daemon_runs_within_its_acl_over_tls(broker: Broker, tmp_path:
     still answered)."""
     import json
 
-    from daemon.app import App
+    from tablesense.daemon.app import App
     app = App(daemon_config(broker, tmp_path))
     task = asyncio.create_task(app.run())
     base = f"tablesense/{T1}"

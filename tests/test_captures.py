@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drivers.events import CardDrawn, SpotChanged, SpotState
-from drivers.protocols import SequenceGap, get_codec
-from simulators.capture_format import (
+from tablesense.drivers.events import CardDrawn, SpotChanged, SpotState
+from tablesense.drivers.protocols import SequenceGap, get_codec
+from tablesense.simulators.capture_format import (
     MAGIC,
     Capture,
     CaptureChunk,
@@ -138,7 +138,7 @@ def test_streaming_writer_produces_a_readable_capture() -> None:
 
 
 def test_event_lines_are_stable_text() -> None:
-    from daemon.rules.cards import Card
+    from tablesense.daemon.rules.cards import Card
     assert event_line(CardDrawn("shoe", 14, Card.parse("10D"))) == "shoe 00014 CardDrawn card=10D"
     assert event_line(SpotChanged("pads", 3, "P1", SpotState.PLACED, None)) == (
         "pads 00003 SpotChanged spot=P1 state=placed amount=-")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.rules.cards import (
+from tablesense.daemon.rules.cards import (
     ALL_CARDS,
     Card,
     CardNotInShoe,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from daemon.cli import main
+from tablesense.daemon.cli import main
 
 TABLESENSE = Path(sys.executable).parent / "tablesense"
 

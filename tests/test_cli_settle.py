@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.cli import UsageError, main
-from daemon.commands.settle import settle_document
+from tablesense.daemon.cli import UsageError, main
+from tablesense.daemon.commands.settle import settle_document
 
 TABLESENSE = Path(sys.executable).parent / "tablesense"
 
@@ -489,9 +489,9 @@ def test_any_mutated_request_settles_or_is_one_usage_error(
 
 
 def test_dispatcher_games_and_shapes() -> None:
-    from daemon.rules.cards import Card
-    from daemon.rules.errors import RulesError
-    from daemon.rules.games import GAMES, UnknownGame, get_game
+    from tablesense.daemon.rules.cards import Card
+    from tablesense.daemon.rules.errors import RulesError
+    from tablesense.daemon.rules.games import GAMES, UnknownGame, get_game
 
     assert list(GAMES) == ["baccarat", "ez-baccarat", "blackjack", "uth"]
     with pytest.raises(UnknownGame, match="choose one of baccarat, ez-baccarat, blackjack, uth"):

@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from machine_support import baccarat_config
 
-from daemon.app import App
-from daemon.mqtt import MAX_COMMAND_BYTES, CommandRejected, CommandRequest, parse_command
-from daemon.table.inputs import COMMAND_NAMES
+from tablesense.daemon.app import App
+from tablesense.daemon.mqtt import MAX_COMMAND_BYTES, CommandRejected, CommandRequest, parse_command
+from tablesense.daemon.table.inputs import COMMAND_NAMES
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=40)
 json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4)

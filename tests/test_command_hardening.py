@@ -29,14 +29,14 @@ from paho.mqtt.properties import Properties
 from test_app_lifecycle import partial_round
 from test_e2e_games import check_settlements
 
-from daemon.app import App, CommandRateLimit
-from daemon.broker import MosquittoBroker, mosquitto_binary
-from daemon.config import ConfigError
-from daemon.mqtt import MAX_COMMAND_ARGS, CommandRejected, CommandRequest, parse_command
-from daemon.rules.baccarat import next_card_hand
-from daemon.rules.cards import Card
-from daemon.table.inputs import Command
-from drivers.events import Button, CardDrawn, DealerButton, SpotChanged, SpotState
+from tablesense.daemon.app import App, CommandRateLimit
+from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.config import ConfigError
+from tablesense.daemon.mqtt import MAX_COMMAND_ARGS, CommandRejected, CommandRequest, parse_command
+from tablesense.daemon.rules.baccarat import next_card_hand
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.table.inputs import Command
+from tablesense.drivers.events import Button, CardDrawn, DealerButton, SpotChanged, SpotState
 
 # ------------------------------------------------------------------------------------ parse_command
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.cli import main
-from daemon.config import MAX_CONFIG_BYTES, ConfigError, load_config, parse_config
+from tablesense.daemon.cli import main
+from tablesense.daemon.config import MAX_CONFIG_BYTES, ConfigError, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "deploy" / "examples").glob("*.toml"))
@@ -166,7 +166,7 @@ def test_check_config_refuses_what_run_refuses(capsys: pytest.CaptureFixture[str
 def test_check_config_as_a_process_exits_2_without_a_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "t.toml"
     bad.write_text(BASE + '[mqtt]\nhots = "x"\n')
-    proc = subprocess.run([sys.executable, "-c", "import sys; from daemon.cli import main; sys.exit(main())",
+    proc = subprocess.run([sys.executable, "-m", "tablesense",
                            "check-config", str(bad)], capture_output=True, text=True, cwd=ROOT, check=False)
     assert proc.returncode == 2
     assert proc.stderr == "tablesense: unknown key: mqtt.hots\n" and proc.stdout == ""

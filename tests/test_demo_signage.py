@@ -11,9 +11,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from daemon.broker import mosquitto_binary
-from daemon.cli import main
-from daemon.commands.demo import run_demo
+from tablesense.daemon.broker import mosquitto_binary
+from tablesense.daemon.cli import main
+from tablesense.daemon.commands.demo import run_demo
 
 pytestmark = [pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed"),
               pytest.mark.timeout(120)]

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from e2e_support import Daemon, Received, Recorder, public, start_table
 
-from daemon.broker import MosquittoBroker, mosquitto_binary
-from daemon.commands.settle import settle_document
-from daemon.config import TableConfig
-from simulators.dealer import DealtRound, SimTable
+from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.commands.settle import settle_document
+from tablesense.daemon.config import TableConfig
+from tablesense.simulators.dealer import DealtRound, SimTable
 
 pytestmark = [pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed"),
               pytest.mark.timeout(300)]

@@ -12,8 +12,8 @@ import pytest
 from e2e_support import start_table
 from test_e2e_games import check_settlements, finish
 
-from daemon.broker import MosquittoBroker, mosquitto_binary
-from daemon.rules.cards import Card
+from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.rules.cards import Card
 
 pytestmark = [pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed"),
               pytest.mark.timeout(300)]

@@ -18,9 +18,9 @@ import msgspec
 import pytest
 from e2e_support import start_table
 
-from daemon.broker import MosquittoBroker, mosquitto_binary
-from daemon.messages import RoundResults
-from daemon.scoreboard import Scoreboard
+from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.messages import RoundResults
+from tablesense.daemon.scoreboard import Scoreboard
 
 pytestmark = [pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed"),
               pytest.mark.timeout(180)]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import MAX_MONEY, ConfigError, load_config, parse_config
+from tablesense.daemon.config import MAX_MONEY, ConfigError, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLESENSE = str(Path(sys.executable).parent / "tablesense")
@@ -171,7 +171,7 @@ def test_recall_huge_numbers_are_one_line(tmp_path: Path) -> None:
     """``--last 10**21`` and ``--round 10**23-1`` raised OverflowError (SQLite integers are 64-bit)."""
     from journal_support import TABLE, Traffic
 
-    from daemon.journal import Journal
+    from tablesense.daemon.journal import Journal
 
     t = Traffic()
     with Journal(tmp_path, TABLE) as j:

@@ -19,11 +19,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_config import BASE
 
-from daemon.config import MAX_CONFIG_BYTES, ConfigError, parse_config
-from daemon.mqtt import CredentialsError, load_credentials
-from daemon.rules.cards import Card
-from drivers.events import CardDrawn, DeviceError, Heartbeat
-from drivers.protocols.tsref import MAX_FRAME, HostDecoder, TsrefCodec, crc8, encode, encode_status_request
+from tablesense.daemon.config import MAX_CONFIG_BYTES, ConfigError, parse_config
+from tablesense.daemon.mqtt import CredentialsError, load_credentials
+from tablesense.daemon.rules.cards import Card
+from tablesense.drivers.events import CardDrawn, DeviceError, Heartbeat
+from tablesense.drivers.protocols.tsref import (
+    MAX_FRAME,
+    HostDecoder,
+    TsrefCodec,
+    crc8,
+    encode,
+    encode_status_request,
+)
 
 CARD = encode(CardDrawn("x", 7, Card.parse("QH")))
 

@@ -11,10 +11,10 @@ import msgspec
 import pytest
 from journal_support import PAD, SHOE, TABLE, Step, Traffic
 
-from daemon.journal import Journal, JournalDamaged, JournalUnwritable, OutboxRow, open_for_recall
-from daemon.messages import RoundState, SettlementMessage, decode_message
-from daemon.table.inputs import Channel, Emit, TimedInput
-from drivers.events import Heartbeat, LinkState, ShoeStatus, ShoeStatusKind
+from tablesense.daemon.journal import Journal, JournalDamaged, JournalUnwritable, OutboxRow, open_for_recall
+from tablesense.daemon.messages import RoundState, SettlementMessage, decode_message
+from tablesense.daemon.table.inputs import Channel, Emit, TimedInput
+from tablesense.drivers.events import Heartbeat, LinkState, ShoeStatus, ShoeStatusKind
 
 
 def feed(journal: Journal, steps: list[Step]) -> list[OutboxRow]:

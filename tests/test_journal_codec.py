@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.journal import Journal, JournalDamaged
-from daemon.journal.codec import decode_event, encode_event, event_device, input_types
-from daemon.rules.cards import ALL_CARDS
-from daemon.table.inputs import COMMAND_NAMES, Command, TableStart, TimedInput
-from drivers.events import (
+from tablesense.daemon.journal import Journal, JournalDamaged
+from tablesense.daemon.journal.codec import decode_event, encode_event, event_device, input_types
+from tablesense.daemon.rules.cards import ALL_CARDS
+from tablesense.daemon.table.inputs import COMMAND_NAMES, Command, TableStart, TimedInput
+from tablesense.drivers.events import (
     Button,
     CardDrawn,
     CardUnreadable,

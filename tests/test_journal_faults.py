@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.journal import Journal
+from tablesense.daemon.journal import Journal
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # prints the seq of every append once it has returned (= committed).
 APPENDER = textwrap.dedent("""
     import sys
-    from daemon.journal import Journal
-    from daemon.messages import SettlementMessage
-    from daemon.table.inputs import Channel, Emit, TimedInput
-    from drivers.events import Heartbeat
+    from tablesense.daemon.journal import Journal
+    from tablesense.daemon.messages import SettlementMessage
+    from tablesense.daemon.table.inputs import Channel, Emit, TimedInput
+    from tablesense.drivers.events import Heartbeat
 
     j = Journal(sys.argv[1], "t9")
     n = j.last_device_seq("shoe") or 0
@@ -93,10 +93,10 @@ def test_sigkill_at_random_moments_leaves_a_clean_journal(tmp_path: Path) -> Non
 
 FSIZE_CHILD = textwrap.dedent("""
     import resource, signal, sys
-    from daemon.journal import Journal, JournalUnwritable
-    from daemon.messages import SettlementMessage
-    from daemon.table.inputs import Channel, Emit, TimedInput
-    from drivers.events import Heartbeat
+    from tablesense.daemon.journal import Journal, JournalUnwritable
+    from tablesense.daemon.messages import SettlementMessage
+    from tablesense.daemon.table.inputs import Channel, Emit, TimedInput
+    from tablesense.drivers.events import Heartbeat
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() then fails with EFBIG, as on a full disk
     j = Journal(sys.argv[1], "t9")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from machine_support import Driver, baccarat_config, blackjack_config, encode_all
 
-from daemon.config import TableConfig
-from daemon.journal import Journal
-from daemon.table import Command, Emit, TableMachine, TimedInput
-from drivers.events import Button, ShoeStatusKind, SpotChanged
+from tablesense.daemon.config import TableConfig
+from tablesense.daemon.journal import Journal
+from tablesense.daemon.table import Command, Emit, TableMachine, TimedInput
+from tablesense.drivers.events import Button, ShoeStatusKind, SpotChanged
 
 
 def step(machine: TableMachine, inp: TimedInput) -> list[Emit]:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from journal_support import TABLE, Step, Traffic
 
-from daemon.app import App
-from daemon.config import parse_config
-from daemon.journal import Journal, JournalDamaged
-from simulators.dealer import sim_config_toml
+from tablesense.daemon.app import App
+from tablesense.daemon.config import parse_config
+from tablesense.daemon.journal import Journal, JournalDamaged
+from tablesense.simulators.dealer import sim_config_toml
 
 
 def feed(journal: Journal, steps: list[Step]) -> None:

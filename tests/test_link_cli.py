@@ -15,14 +15,14 @@ import pytest
 import structlog
 from link_support import expected_cards, running, running_link, wait_until
 
-from daemon.cli import main
-from daemon.commands.capture import capture
-from drivers.events import CardDrawn
-from drivers.protocols.tsref import TsrefCodec, encode
-from simulators.capture_format import loads
-from simulators.exposure import PtyExposure
-from simulators.runner import SimulatorRunner, shoe_program
-from simulators.shoe import VirtualShoe
+from tablesense.daemon.cli import main
+from tablesense.daemon.commands.capture import capture
+from tablesense.drivers.events import CardDrawn
+from tablesense.drivers.protocols.tsref import TsrefCodec, encode
+from tablesense.simulators.capture_format import loads
+from tablesense.simulators.exposure import PtyExposure
+from tablesense.simulators.runner import SimulatorRunner, shoe_program
+from tablesense.simulators.shoe import VirtualShoe
 
 pytestmark = pytest.mark.timeout(90)
 TABLESENSE = Path(sys.executable).with_name("tablesense")

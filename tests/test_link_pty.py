@@ -14,13 +14,13 @@ import structlog
 from link_support import expected_cards, running, running_link, wait_until
 from structlog.testing import capture_logs
 
-from daemon.rules.cards import Card
-from drivers.events import CardDrawn, DeviceIdentity, LinkState, ShoeStatus, ShoeStatusKind
-from drivers.link import DeviceLink
-from drivers.protocols.tsref import encode
-from simulators.exposure import PtyExposure
-from simulators.runner import SimulatorRunner, script_program, shoe_program
-from simulators.shoe import VirtualShoe
+from tablesense.daemon.rules.cards import Card
+from tablesense.drivers.events import CardDrawn, DeviceIdentity, LinkState, ShoeStatus, ShoeStatusKind
+from tablesense.drivers.link import DeviceLink
+from tablesense.drivers.protocols.tsref import encode
+from tablesense.simulators.exposure import PtyExposure
+from tablesense.simulators.runner import SimulatorRunner, script_program, shoe_program
+from tablesense.simulators.shoe import VirtualShoe
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -253,7 +253,7 @@ def test_backoff_doubles_with_jitter_and_is_capped() -> None:
 
 
 def test_unknown_protocol_is_refused_at_construction() -> None:
-    from drivers.protocols import UnknownProtocol
+    from tablesense.drivers.protocols import UnknownProtocol
 
     with pytest.raises(UnknownProtocol, match="nope"):
         DeviceLink("shoe", "/dev/null", "nope", queue=asyncio.Queue())
@@ -290,7 +290,7 @@ def test_permission_denied_names_the_device_and_the_cause(tmp_path: Any) -> None
     try:
         path = os.ttyname(slave)
         os.chmod(path, 0o600)  # owned by root, no access for others (like a tty outside dialout)
-        probe = ("import asyncio\nfrom drivers.transports import OpenError, open_transport\n"
+        probe = ("import asyncio\nfrom tablesense.drivers.transports import OpenError, open_transport\n"
                  "async def main():\n"
                  f"    try:\n        await open_transport({path!r})\n"
                  "    except OpenError as exc:\n        print(exc.kind, '|', exc)\n"

@@ -8,9 +8,9 @@ import os
 
 from link_support import running_link, wait_until
 
-from daemon.rules.cards import Card
-from drivers.events import CardDrawn
-from drivers.protocols.tsref import Ack, HostDecoder, encode
+from tablesense.daemon.rules.cards import Card
+from tablesense.drivers.events import CardDrawn
+from tablesense.drivers.protocols.tsref import Ack, HostDecoder, encode
 
 
 class PtyDevice:

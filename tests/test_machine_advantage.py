@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from machine_support import Driver, baccarat_config
 
-from daemon.config import ConfigError
-from daemon.rules.advantage import advantage_report, favourable, offered_pair_wagers
-from daemon.rules.cards import ALL_CARDS, Card, Rank, ShoeComposition
-from daemon.table import Channel
-from drivers.events import ShoeStatusKind
+from tablesense.daemon.config import ConfigError
+from tablesense.daemon.rules.advantage import advantage_report, favourable, offered_pair_wagers
+from tablesense.daemon.rules.cards import ALL_CARDS, Card, Rank, ShoeComposition
+from tablesense.daemon.table import Channel
+from tablesense.drivers.events import ShoeStatusKind
 
 RICH = (Rank.SEVEN, Rank.EIGHT)
 """Kept in the shoe: 4 sevens and 4 eights of one deck make every pair wager favourable at the end."""

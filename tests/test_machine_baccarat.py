@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from machine_support import Driver, baccarat_config
 
-from daemon.rules.baccarat import settle_baccarat
-from daemon.rules.cards import Card
-from daemon.rules.settlement import Bet, Hand, Wager
-from daemon.table import Channel
-from daemon.table.machine import Phase
-from drivers.events import Button
+from tablesense.daemon.rules.baccarat import settle_baccarat
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.rules.settlement import Bet, Hand, Wager
+from tablesense.daemon.table import Channel
+from tablesense.daemon.table.machine import Phase
+from tablesense.drivers.events import Button
 
 
 def _bets(d: Driver) -> None:

@@ -7,12 +7,12 @@ import msgspec
 import pytest
 from machine_support import Driver, blackjack_config, card_tokens, public_payloads
 
-from daemon.rules.blackjack import settle_blackjack
-from daemon.rules.cards import Card
-from daemon.rules.settlement import Bet, Wager
-from daemon.table import Channel
-from daemon.table.machine import Phase
-from drivers.events import Button
+from tablesense.daemon.rules.blackjack import settle_blackjack
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.rules.settlement import Bet, Wager
+from tablesense.daemon.table import Channel
+from tablesense.daemon.table.machine import Phase
+from tablesense.drivers.events import Button
 
 # Boxes 1-5 first cards, dealer up, boxes second cards, hole card.
 FIRST = ["QH", "7C", "2D", "9S", "5H"]

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from machine_support import PADS, SHOE, Driver, baccarat_config
 
-from daemon.table import Channel
-from daemon.table.alarms import ALARMS, AlarmCode
-from daemon.table.machine import Phase
-from drivers.events import Button, LinkState, ShoeStatusKind
+from tablesense.daemon.table import Channel
+from tablesense.daemon.table.alarms import ALARMS, AlarmCode
+from tablesense.daemon.table.machine import Phase
+from tablesense.drivers.events import Button, LinkState, ShoeStatusKind
 
 
 def _round(d: Driver) -> None:
@@ -132,7 +132,7 @@ def test_presence_only_change_after_lock_is_not_called_a_past_post() -> None:
 
 
 def test_pads_going_to_locked_with_the_same_amount_is_not_a_change() -> None:
-    from drivers.events import SpotState
+    from tablesense.drivers.events import SpotState
 
     d = Driver(baccarat_config())
     _round(d)
@@ -310,8 +310,8 @@ def test_unknown_spots_are_reported_once_and_not_kept() -> None:
 
 
 def test_a_device_restarting_its_sequence_between_rounds_is_no_gap_but_mid_round_it_is() -> None:
-    from daemon.rules.cards import Card
-    from drivers.events import CardDrawn
+    from tablesense.daemon.rules.cards import Card
+    from tablesense.drivers.events import CardDrawn
 
     d = Driver(baccarat_config())
     d.cards("9H 3D KS KC")
@@ -337,7 +337,7 @@ def test_shoe_empty_mid_round_holds_and_between_rounds_ends_the_shoe() -> None:
 
 
 def test_more_cards_than_a_one_deck_shoe_holds() -> None:
-    from daemon.rules.cards import ALL_CARDS
+    from tablesense.daemon.rules.cards import ALL_CARDS
 
     d = Driver(baccarat_config(decks=1))
     for c in ALL_CARDS:
@@ -348,7 +348,7 @@ def test_more_cards_than_a_one_deck_shoe_holds() -> None:
 
 
 def test_device_error_and_lid_open_are_reported_and_acknowledged() -> None:
-    from drivers.events import DeviceError
+    from tablesense.drivers.events import DeviceError
 
     d = Driver(baccarat_config())
     _round(d)
@@ -364,7 +364,7 @@ def test_device_error_and_lid_open_are_reported_and_acknowledged() -> None:
 
 
 def test_an_input_the_machine_cannot_apply_holds_instead_of_raising() -> None:
-    from drivers.events import CardDrawn
+    from tablesense.drivers.events import CardDrawn
 
     d = Driver(baccarat_config())
     _round(d)

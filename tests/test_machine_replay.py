@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from machine_support import PADS, SHOE, Driver, baccarat_config, blackjack_config, encode_all, uth_config
 
-from daemon.config import TableConfig
-from daemon.messages import FloorRound, RoundState, SettlementMessage
-from daemon.rules.cards import ALL_CARDS
-from daemon.table import Channel, Command, Emit, TableMachine, TimedInput, replay
-from drivers.events import (
+from tablesense.daemon.config import TableConfig
+from tablesense.daemon.messages import FloorRound, RoundState, SettlementMessage
+from tablesense.daemon.rules.cards import ALL_CARDS
+from tablesense.daemon.table import Channel, Command, Emit, TableMachine, TimedInput, replay
+from tablesense.drivers.events import (
     Button,
     CardDrawn,
     CardUnreadable,
@@ -223,9 +223,9 @@ def test_seed_pads_restores_the_bet_pad_state_without_emitting() -> None:
 def test_every_settlement_of_a_dealt_shoe_equals_the_rules_core(seed: int, game: str) -> None:
     """Deal 30 rounds of a shuffled shoe with random wagers and unreadable cards entered by a supervisor;
     every round's settlements equal settle_baccarat on the floor record's cards and locked wagers."""
-    from daemon.rules.baccarat import settle_baccarat
-    from daemon.rules.cards import Card
-    from daemon.rules.settlement import Bet, Hand, Wager
+    from tablesense.daemon.rules.baccarat import settle_baccarat
+    from tablesense.daemon.rules.cards import Card
+    from tablesense.daemon.rules.settlement import Bet, Hand, Wager
 
     rng = random.Random(seed)
     cfg = baccarat_config(game=game)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import msgspec
 from machine_support import Driver, baccarat_config, blackjack_config, encode_all
 
-from daemon.messages import ScoreboardMessage, TableInfo
-from daemon.table import Channel, TableMachine, replay
-from daemon.table.inputs import PUBLIC_CHANNELS, TableStart
-from drivers.events import ShoeStatus, ShoeStatusKind, SpotChanged
+from tablesense.daemon.messages import ScoreboardMessage, TableInfo
+from tablesense.daemon.table import Channel, TableMachine, replay
+from tablesense.daemon.table.inputs import PUBLIC_CHANNELS, TableStart
+from tablesense.drivers.events import ShoeStatus, ShoeStatusKind, SpotChanged
 
 ROUNDS = ["9H 3D KS KC",  # Player 9 natural beats Banker 3
           "2H 8D 3S KC",  # Banker 8 natural beats Player 5
@@ -168,7 +168,7 @@ def test_recovery_from_the_shoe_start_rebuilds_the_same_board() -> None:
 
 
 def test_the_journal_keeps_the_latest_scoreboard_and_info_for_republishing(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from daemon.journal import Journal
+    from tablesense.daemon.journal import Journal
 
     cfg = baccarat_config()
     d = Driver(cfg)

@@ -7,13 +7,13 @@ import msgspec
 import pytest
 from machine_support import Driver, card_tokens, public_payloads, uth_config
 
-from daemon.rules.cards import Card
-from daemon.rules.settlement import Bet, Wager
-from daemon.rules.uth import settle_uth
-from daemon.table import Channel
-from daemon.table.machine import Phase
-from daemon.table.uth_deal import deal_sequence
-from drivers.events import Button
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.rules.settlement import Bet, Wager
+from tablesense.daemon.rules.uth import settle_uth
+from tablesense.daemon.table import Channel
+from tablesense.daemon.table.machine import Phase
+from tablesense.daemon.table.uth_deal import deal_sequence
+from tablesense.drivers.events import Button
 
 HANDS = {"1": ["AH", "AD"], "2": ["KS", "QS"], "3": ["7C", "7D"], "dealer": ["AC", "AS"]}
 BOARD = ["2H", "5S", "9D", "JC", "3S"]
@@ -110,7 +110,7 @@ def test_uth_floor_record_has_every_card_only_once_complete() -> None:
 
 
 def test_a_burn_frame_from_the_shoe_fills_the_configured_burn_before_the_board() -> None:
-    from drivers.events import ShoeStatusKind
+    from tablesense.drivers.events import ShoeStatusKind
 
     d = Driver(uth_config(burns=1))
     d.bet("A1", 1000)

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.rules.money import NO_COMMISSION, CommissionRule, Odds, RoundingMode, round_to_unit, winnings
+from tablesense.daemon.rules.money import (
+    NO_COMMISSION,
+    CommissionRule,
+    Odds,
+    RoundingMode,
+    round_to_unit,
+    winnings,
+)
 
 
 @pytest.mark.parametrize(("text", "odds"), [

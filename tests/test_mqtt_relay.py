@@ -14,8 +14,8 @@ from e2e_support import Recorder
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from daemon.broker import MosquittoBroker, mosquitto_binary
-from daemon.mqtt import (
+from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.mqtt import (
     CommandRejected,
     CommandRequest,
     CredentialsError,
@@ -287,7 +287,7 @@ def test_credentials_plain_two_line_format(tmp_path: Path) -> None:
 
 
 async def test_v5_falls_back_to_311_against_amqtt() -> None:
-    from daemon.broker import AmqttBroker
+    from tablesense.daemon.broker import AmqttBroker
 
     amq = AmqttBroker()
     await amq.start()
@@ -311,10 +311,10 @@ async def test_v5_falls_back_to_311_against_amqtt() -> None:
 
 async def test_rejected_row_stays_pending_in_the_real_journal(broker: MosquittoBroker,
                                                               tmp_path: Path) -> None:
-    from daemon.journal import Journal
-    from daemon.messages import FloorRound, RoundResults
-    from daemon.table.inputs import Channel, Emit, TimedInput
-    from drivers.events import Heartbeat
+    from tablesense.daemon.journal import Journal
+    from tablesense.daemon.messages import FloorRound, RoundResults
+    from tablesense.daemon.table.inputs import Channel, Emit, TimedInput
+    from tablesense.drivers.events import Heartbeat
 
     journal = Journal(tmp_path / "j", "T9")
     ts = "2026-11-29T12:00:00.000Z"

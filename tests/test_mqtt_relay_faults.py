@@ -18,9 +18,9 @@ import pytest
 import structlog
 from test_mqtt_relay import MemoryOutbox, Row, Subscriber, run_relay, settings, status
 
-from daemon.broker import MosquittoBroker, mosquitto_binary
-from daemon.journal import JournalUnwritable
-from daemon.mqtt import Relay
+from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.journal import JournalUnwritable
+from tablesense.daemon.mqtt import Relay
 
 pytestmark = pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.broker import MosquittoBroker, free_port, mosquitto_binary
-from daemon.mqtt import CredentialsError, MqttSettings, Relay, tls_context
+from tablesense.daemon.broker import MosquittoBroker, free_port, mosquitto_binary
+from tablesense.daemon.mqtt import CredentialsError, MqttSettings, Relay, tls_context
 
 pytestmark = pytest.mark.skipif(mosquitto_binary() is None or shutil.which("openssl") is None,
                                 reason="needs mosquitto and openssl")

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.rules.cards import ALL_CARDS, Card, ShoeComposition
-from daemon.rules.money import Odds
-from daemon.rules.pairs import (
+from tablesense.daemon.rules.cards import ALL_CARDS, Card, ShoeComposition
+from tablesense.daemon.rules.money import Odds
+from tablesense.daemon.rules.pairs import (
     BACCARAT_PERFECT_PAIRS,
     BLACKJACK_PERFECT_PAIRS,
     PairKind,

@@ -8,8 +8,8 @@ import random
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from daemon.rules.cards import ALL_CARDS
-from drivers.events import (
+from tablesense.daemon.rules.cards import ALL_CARDS
+from tablesense.drivers.events import (
     Button,
     CardDrawn,
     CardUnreadable,
@@ -23,8 +23,8 @@ from drivers.events import (
     SpotChanged,
     SpotState,
 )
-from drivers.protocols.tsref import SEQ_MODULUS, TsrefCodec, encode
-from simulators import faults
+from tablesense.drivers.protocols.tsref import SEQ_MODULUS, TsrefCodec, encode
+from tablesense.simulators import faults
 
 DEV = "dev"
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from daemon.rules.cards import Card
-from drivers.events import CardDrawn, CardUnreadable, Heartbeat, ShoeStatus, ShoeStatusKind
-from drivers.protocols import ENTRY_POINT_GROUP, Codec, UnknownProtocol, get_codec, protocol_names
-from drivers.protocols.tsref import TsrefCodec
+from tablesense.daemon.rules.cards import Card
+from tablesense.drivers.events import CardDrawn, CardUnreadable, Heartbeat, ShoeStatus, ShoeStatusKind
+from tablesense.drivers.protocols import ENTRY_POINT_GROUP, Codec, UnknownProtocol, get_codec, protocol_names
+from tablesense.drivers.protocols.tsref import TsrefCodec
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "adding-a-codec.md"
 
@@ -35,7 +35,7 @@ def install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dist: str, e
 
 def test_tsref_is_registered_through_the_installed_entry_point() -> None:
     eps = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    assert eps.get("tsref") == "drivers.protocols.tsref:TsrefCodec"
+    assert eps.get("tsref") == "tablesense.drivers.protocols.tsref:TsrefCodec"
     assert get_codec("tsref") is TsrefCodec
     assert "tsref" in protocol_names()
     assert isinstance(TsrefCodec("shoe"), Codec)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from structlog.testing import capture_logs
 
-from daemon.rules.cards import Card
-from drivers.events import (
+from tablesense.daemon.rules.cards import Card
+from tablesense.drivers.events import (
     Button,
     CardDrawn,
     CardUnreadable,
@@ -19,8 +19,8 @@ from drivers.events import (
     SpotChanged,
     SpotState,
 )
-from drivers.protocols import CodecStats, SequenceGap
-from drivers.protocols.tsref import (
+from tablesense.drivers.protocols import CodecStats, SequenceGap
+from tablesense.drivers.protocols.tsref import (
     MAX_FRAME,
     Ack,
     HostDecoder,
@@ -346,8 +346,8 @@ def test_a_repeated_unknown_frame_counts_once_as_unknown_then_as_duplicate() -> 
 
 
 def test_a_wrong_baud_rate_does_not_flood_the_log() -> None:
-    from simulators.faults import wrong_baud
-    from simulators.shoe import VirtualShoe
+    from tablesense.simulators.faults import wrong_baud
+    from tablesense.simulators.shoe import VirtualShoe
 
     shoe = VirtualShoe(8, seed=12)
     data = shoe.start_shoe()

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from journal_support import PAD, SHOE, TABLE, Step, Traffic
 
-from daemon.cli import main
-from daemon.journal import Journal, JournalDamaged, JournalMissing, open_for_recall
+from tablesense.daemon.cli import main
+from tablesense.daemon.journal import Journal, JournalDamaged, JournalMissing, open_for_recall
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -209,7 +209,7 @@ WRITER = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[2])
     from journal_support import Traffic
-    from daemon.journal import Journal
+    from tablesense.daemon.journal import Journal
 
     t = Traffic()
     with Journal(sys.argv[1], "bac-7") as j:
@@ -241,7 +241,7 @@ def test_recall_reads_while_another_process_writes(tmp_path: Path) -> None:
             assert writer.poll() is None
             time.sleep(0.02)
         assert seen == sorted(seen) and seen[-1] > seen[0]
-        cli = subprocess.run([sys.executable, "-m", "daemon.cli", "recall", "--journal", str(tmp_path),
+        cli = subprocess.run([sys.executable, "-m", "tablesense", "recall", "--journal", str(tmp_path),
                               "--json", "--last", "3"], capture_output=True, text=True, env=env, timeout=60)
         assert cli.returncode == 0, cli.stderr
         assert len(json.loads(cli.stdout)) == 3
@@ -261,9 +261,9 @@ def test_human_view_shows_dragon_7_only_on_an_ez_baccarat_table(game: str, shown
 
     from rich.console import Console
 
-    from daemon.commands.recall import render_round
-    from daemon.journal.recall import RoundRecord
-    from daemon.messages import BaccaratOutcome
+    from tablesense.daemon.commands.recall import render_round
+    from tablesense.daemon.journal.recall import RoundRecord
+    from tablesense.daemon.messages import BaccaratOutcome
 
     record = RoundRecord(table="T", round_id="1-1", shoe=1, round=1, game=game, status="complete", void=False,
                          started_ts="2026-11-29T12:00:00Z", ended_ts="2026-11-29T12:00:09Z",

@@ -13,7 +13,7 @@ import aiomqtt
 import pytest
 from e2e_support import start_table
 
-from daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
 
 pytestmark = [pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed"),
               pytest.mark.timeout(300)]

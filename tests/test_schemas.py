@@ -7,9 +7,9 @@ from pathlib import Path
 
 import msgspec
 
-from daemon.cli import main
-from daemon.commands.schemas import DEFAULT_DIR, drift, render_schemas
-from daemon.messages import SettlementMessage, message_types
+from tablesense.daemon.cli import main
+from tablesense.daemon.commands.schemas import DEFAULT_DIR, drift, render_schemas
+from tablesense.daemon.messages import SettlementMessage, message_types
 
 
 def test_committed_schemas_match_models() -> None:

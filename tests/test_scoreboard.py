@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.scoreboard import (
+from tablesense.daemon.scoreboard import (
     DERIVED_ROADS,
     GRID_ROWS,
     MarkColour,
@@ -281,7 +281,7 @@ def test_to_dict_and_message_are_json_round_trippable() -> None:
 
 def test_add_results_from_the_daemon_message_with_24_real_rounds() -> None:
     """Feed real recorded Ezugi rounds as tablesense.results messages; the stats equal the recorded flags."""
-    from daemon.messages import BaccaratOutcome, RoundResults
+    from tablesense.daemon.messages import BaccaratOutcome, RoundResults
 
     path = DATA / "real-shoes" / "ezugi_queenco_32100_2022-11-28.jsonl"
     rows = [msgspec.json.decode(line) for line in path.read_text().splitlines() if line.strip()]

@@ -18,9 +18,9 @@ import aiomqtt
 import msgspec
 import pytest
 
-from daemon.broker import MosquittoBroker, mosquitto_binary
-from daemon.config import load_config
-from daemon.messages import (
+from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.config import load_config
+from tablesense.daemon.messages import (
     BaccaratOutcome,
     BoxResult,
     DeviceStatus,
@@ -32,11 +32,11 @@ from daemon.messages import (
     TableStatus,
     encode_message,
 )
-from daemon.rules.cards import Card
-from daemon.rules.pairs import BACCARAT_PERFECT_PAIRS, classify_pair
-from daemon.scoreboard import Scoreboard
-from daemon.signage.info import table_info
-from daemon.signage.server import start_signage
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.rules.pairs import BACCARAT_PERFECT_PAIRS, classify_pair
+from tablesense.daemon.scoreboard import Scoreboard
+from tablesense.daemon.signage.info import table_info
+from tablesense.daemon.signage.server import start_signage
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -360,9 +360,9 @@ async def test_demo_shoe_end_to_end_on_the_page(broker: MosquittoBroker, page: P
     import io
     import re
 
-    from daemon.commands.demo import run_demo
-    from daemon.rules.pairs import classify_pair
-    from daemon.signage.view import category_label
+    from tablesense.daemon.commands.demo import run_demo
+    from tablesense.daemon.rules.pairs import classify_pair
+    from tablesense.daemon.signage.view import category_label
 
     rounds = 10
     url, stop = await open_signage(broker, "demo-baccarat", "tablesense")

@@ -39,7 +39,7 @@ from test_broker_acl import (  # noqa: F401  (broker: the module-scoped fixture,
 )
 from test_signage_server import state_until
 
-from daemon.messages import (
+from tablesense.daemon.messages import (
     AlarmMessage,
     BaccaratOutcome,
     FloorRound,

@@ -15,9 +15,9 @@ import aiohttp
 import aiomqtt
 import pytest
 
-from daemon.broker import MosquittoBroker, mosquitto_binary
-from daemon.messages import RoundState, TableStatus, encode_message
-from daemon.signage.server import start_signage
+from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.messages import RoundState, TableStatus, encode_message
+from tablesense.daemon.signage.server import start_signage
 
 pytestmark = pytest.mark.skipif(mosquitto_binary() is None, reason="the mosquitto binary is not installed")
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,9 +7,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from daemon.cli import main
-from daemon.config import load_config
-from daemon.messages import (
+from tablesense.daemon.cli import main
+from tablesense.daemon.config import load_config
+from tablesense.daemon.messages import (
     BaccaratOutcome,
     BoxResult,
     PublicCard,
@@ -17,9 +17,9 @@ from daemon.messages import (
     RoundState,
     SettlementMessage,
 )
-from daemon.signage.info import table_info
-from daemon.signage.server import parse_hostport, public_topics
-from daemon.signage.view import SignageView, category_label, format_money
+from tablesense.daemon.signage.info import table_info
+from tablesense.daemon.signage.server import parse_hostport, public_topics
+from tablesense.daemon.signage.view import SignageView, category_label, format_money
 
 ROOT = Path(__file__).resolve().parents[1]
 TS = "2026-11-29T12:00:00Z"

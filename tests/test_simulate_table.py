@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.cli import main
-from simulators.dealer import sim_config_toml
+from tablesense.daemon.cli import main
+from tablesense.simulators.dealer import sim_config_toml
 
 pytestmark = pytest.mark.timeout(120)
 TABLESENSE = Path(sys.executable).with_name("tablesense")

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.rules.baccarat import coup_from_cards
-from daemon.rules.cards import ALL_CARDS, Card, CardNotInShoe, ShoeComposition
-from drivers.events import (
+from tablesense.daemon.rules.baccarat import coup_from_cards
+from tablesense.daemon.rules.cards import ALL_CARDS, Card, CardNotInShoe, ShoeComposition
+from tablesense.drivers.events import (
     Button,
     CardDrawn,
     CardUnreadable,
@@ -24,10 +24,10 @@ from drivers.events import (
     SpotChanged,
     SpotState,
 )
-from drivers.protocols.tsref import TsrefCodec, encode_ack, encode_status_request
-from simulators import faults
-from simulators.pads import VirtualPads
-from simulators.shoe import VirtualShoe, burn_count
+from tablesense.drivers.protocols.tsref import TsrefCodec, encode_ack, encode_status_request
+from tablesense.simulators import faults
+from tablesense.simulators.pads import VirtualPads
+from tablesense.simulators.shoe import VirtualShoe, burn_count
 
 
 def decode(data: bytes, device: str = "shoe") -> list:

@@ -9,11 +9,11 @@ import random
 import pytest
 from link_support import running, wait_until
 
-from drivers.events import DealerButton, Heartbeat, SpotChanged
-from drivers.protocols.tsref import TsrefCodec
-from simulators.exposure import TcpExposure
-from simulators.pads import VirtualPads
-from simulators.runner import SimulatorRunner, pads_program
+from tablesense.drivers.events import DealerButton, Heartbeat, SpotChanged
+from tablesense.drivers.protocols.tsref import TsrefCodec
+from tablesense.simulators.exposure import TcpExposure
+from tablesense.simulators.pads import VirtualPads
+from tablesense.simulators.runner import SimulatorRunner, pads_program
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -17,10 +17,10 @@ import structlog
 from link_support import expected_cards, running, running_link, wait_until
 from structlog.testing import capture_logs
 
-from drivers.events import DeviceIdentity, LinkState
-from simulators.exposure import PtyExposure
-from simulators.runner import SimulatorRunner, shoe_program
-from simulators.shoe import VirtualShoe
+from tablesense.drivers.events import DeviceIdentity, LinkState
+from tablesense.simulators.exposure import PtyExposure
+from tablesense.simulators.runner import SimulatorRunner, shoe_program
+from tablesense.simulators.shoe import VirtualShoe
 
 pytestmark = [pytest.mark.timeout(60),
               # pyserial 3.5's RFC 2217 client still calls Thread.setDaemon/setName

@@ -9,11 +9,11 @@ import structlog
 from link_support import expected_cards, running, running_link, wait_until
 from structlog.testing import capture_logs
 
-from drivers.events import CardDrawn, DeviceIdentity, LinkState
-from drivers.transports import OpenError, open_transport
-from simulators.exposure import TcpExposure
-from simulators.runner import SimulatorRunner, shoe_program
-from simulators.shoe import VirtualShoe
+from tablesense.drivers.events import CardDrawn, DeviceIdentity, LinkState
+from tablesense.drivers.transports import OpenError, open_transport
+from tablesense.simulators.exposure import TcpExposure
+from tablesense.simulators.runner import SimulatorRunner, shoe_program
+from tablesense.simulators.shoe import VirtualShoe
 
 pytestmark = pytest.mark.timeout(60)
 

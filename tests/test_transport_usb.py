@@ -10,14 +10,14 @@ import usb.core
 from link_support import expected_cards, running, running_link, wait_until
 from structlog.testing import capture_logs
 
-from drivers.events import CardDrawn, DeviceIdentity, LinkState
-from drivers.protocols.tsref import encode
-from drivers.transports import OpenError, open_transport
-from drivers.transports.usb import parse_usb_url, registered_backend
-from simulators.exposure import UsbExposure
-from simulators.runner import SimulatorRunner, shoe_program
-from simulators.shoe import VirtualShoe
-from simulators.usb_backend import SimUsbBackend, SimUsbDevice
+from tablesense.drivers.events import CardDrawn, DeviceIdentity, LinkState
+from tablesense.drivers.protocols.tsref import encode
+from tablesense.drivers.transports import OpenError, open_transport
+from tablesense.drivers.transports.usb import parse_usb_url, registered_backend
+from tablesense.simulators.exposure import UsbExposure
+from tablesense.simulators.runner import SimulatorRunner, shoe_program
+from tablesense.simulators.shoe import VirtualShoe
+from tablesense.simulators.usb_backend import SimUsbBackend, SimUsbDevice
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.rules.cards import ALL_CARDS, Card, CardNotInShoe, Rank
-from daemon.rules.errors import IncompleteRound, RulesError, TooManyCards, WagerNotOffered
-from daemon.rules.money import Odds
-from daemon.rules.pairs import PaytableNotAllowed
-from daemon.rules.settlement import Bet, Hand, Outcome, Wager
-from daemon.rules.uth import (
+from tablesense.daemon.rules.cards import ALL_CARDS, Card, CardNotInShoe, Rank
+from tablesense.daemon.rules.errors import IncompleteRound, RulesError, TooManyCards, WagerNotOffered
+from tablesense.daemon.rules.money import Odds
+from tablesense.daemon.rules.pairs import PaytableNotAllowed
+from tablesense.daemon.rules.settlement import Bet, Hand, Outcome, Wager
+from tablesense.daemon.rules.uth import (
     INELIGIBLE,
     LOSE,
     ULTIMATE_PAIRS,

@@ -11,9 +11,9 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from daemon.broker import MosquittoBroker, mosquitto_binary
-from daemon.messages import BaccaratOutcome, PublicCard, RoundResults, RoundState, encode_message
-from daemon.view import TableView, watch
+from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.messages import BaccaratOutcome, PublicCard, RoundResults, RoundState, encode_message
+from tablesense.daemon.view import TableView, watch
 
 pytestmark = [pytest.mark.timeout(60),
               pytest.mark.skipif(mosquitto_binary() is None, reason="the mosquitto binary is not installed")]

@@ -15,10 +15,10 @@ import argparse
 import json
 from fractions import Fraction
 
-from daemon.cli import UsageError
-from daemon.rules.analysis import WagerAnalysis
-from daemon.rules.games import GAMES, get_game
-from daemon.rules.money import CommissionRule
+from tablesense.daemon.cli import UsageError
+from tablesense.daemon.rules.analysis import WagerAnalysis
+from tablesense.daemon.rules.games import GAMES, get_game
+from tablesense.daemon.rules.money import CommissionRule
 
 __all__ = ["register", "render_table", "run"]
 

@@ -24,7 +24,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
-from daemon.cli import UsageError
+from tablesense.daemon.cli import UsageError
 
 __all__ = ["capture", "register", "run"]
 
@@ -54,9 +54,9 @@ async def capture(url: str, out: TextIO, *, seconds: float | None, baud: int, de
     ``why`` is ``"time"``, ``"stopped"`` or ``"lost: <cause>"``. Raises
     :class:`drivers.transports.OpenError` if the device cannot be opened.
     """
-    from drivers.protocols import get_codec
-    from drivers.transports import LinkLost, open_transport
-    from simulators.capture_format import CaptureWriter
+    from tablesense.drivers.protocols import get_codec
+    from tablesense.drivers.transports import LinkLost, open_transport
+    from tablesense.simulators.capture_format import CaptureWriter
 
     transport = await open_transport(url, baud=baud)
     loop = asyncio.get_running_loop()
@@ -102,8 +102,8 @@ async def capture(url: str, out: TextIO, *, seconds: float | None, baud: int, de
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``tablesense capture``."""
-    from drivers.protocols import UnknownProtocol, get_codec
-    from drivers.transports import OpenError
+    from tablesense.drivers.protocols import UnknownProtocol, get_codec
+    from tablesense.drivers.transports import OpenError
 
     if not args.out:
         raise UsageError("capture: --out FILE is required (use '-' for stdout)")

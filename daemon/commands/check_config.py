@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from daemon.cli import UsageError
-from daemon.config import ConfigError, load_config
+from tablesense.daemon.cli import UsageError
+from tablesense.daemon.config import ConfigError, load_config
 
 __all__ = ["register", "run"]
 
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     if not getattr(args, "template", False):
-        from daemon.app import StartupError, broker_settings
+        from tablesense.daemon.app import StartupError, broker_settings
 
         try:
             broker_settings(cfg)

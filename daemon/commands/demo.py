@@ -33,8 +33,8 @@ from typing import Any
 
 import structlog
 
-from daemon.cli import UsageError
-from daemon.commands.monitor import parse_broker
+from tablesense.daemon.cli import UsageError
+from tablesense.daemon.commands.monitor import parse_broker
 
 __all__ = ["GAMES", "register", "run", "run_demo"]
 
@@ -99,13 +99,13 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
     """
     import aiomqtt
 
-    from daemon.app import App
-    from daemon.broker import AmqttBroker, BrokerError, MosquittoBroker, mosquitto_binary
-    from daemon.config import parse_config
-    from daemon.logging import configure
-    from daemon.signage.server import start_signage
-    from daemon.view import TableView, summary_lines, watch
-    from simulators.dealer import SimTable, sim_config_toml
+    from tablesense.daemon.app import App
+    from tablesense.daemon.broker import AmqttBroker, BrokerError, MosquittoBroker, mosquitto_binary
+    from tablesense.daemon.config import parse_config
+    from tablesense.daemon.logging import configure
+    from tablesense.daemon.signage.server import start_signage
+    from tablesense.daemon.view import TableView, summary_lines, watch
+    from tablesense.simulators.dealer import SimTable, sim_config_toml
 
     tmp = Path(tempfile.mkdtemp(prefix="tablesense-demo-"))
     log = open(tmp / "daemon.log", "w", encoding="utf-8")  # noqa: SIM115 - closed in finally

@@ -20,11 +20,11 @@ from typing import Any
 
 import aiomqtt
 
-from daemon.broker_auth import DEFAULT_TLS_PORT, add_auth_arguments, auth_from_args, uses_tls
-from daemon.cli import UsageError
-from daemon.mqtt import CredentialsError
-from daemon.topics import option_problem
-from daemon.view import TableView, summary_lines, watch
+from tablesense.daemon.broker_auth import DEFAULT_TLS_PORT, add_auth_arguments, auth_from_args, uses_tls
+from tablesense.daemon.cli import UsageError
+from tablesense.daemon.mqtt import CredentialsError
+from tablesense.daemon.topics import option_problem
+from tablesense.daemon.view import TableView, summary_lines, watch
 
 __all__ = ["parse_broker", "register", "run"]
 

@@ -23,9 +23,15 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from daemon.cli import UsageError
-from daemon.config import ConfigError, JournalConfig, load_config
-from daemon.journal import JournalDamaged, JournalError, JournalMissing, RoundRecord, open_for_recall
+from tablesense.daemon.cli import UsageError
+from tablesense.daemon.config import ConfigError, JournalConfig, load_config
+from tablesense.daemon.journal import (
+    JournalDamaged,
+    JournalError,
+    JournalMissing,
+    RoundRecord,
+    open_for_recall,
+)
 
 __all__ = ["MAX_LAST", "register", "render_round", "run"]
 

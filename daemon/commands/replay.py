@@ -22,12 +22,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from daemon.bounded import InputTooLarge, read_bounded
-from daemon.cli import UsageError
+from tablesense.daemon.bounded import InputTooLarge, read_bounded
+from tablesense.daemon.cli import UsageError
 
 if TYPE_CHECKING:
-    from simulators.capture_format import Capture
-    from simulators.exposure import PtyExposure
+    from tablesense.simulators.capture_format import Capture
+    from tablesense.simulators.exposure import PtyExposure
 
 __all__ = ["MAX_CAPTURE_BYTES", "play", "register", "run"]
 
@@ -71,9 +71,9 @@ async def play(capture: Capture, exposure: PtyExposure, *, speed: float, wait_fo
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``tablesense replay``."""
-    from daemon.logging import configure
-    from simulators.capture_format import CaptureFormatError, loads
-    from simulators.exposure import PtyExposure
+    from tablesense.daemon.logging import configure
+    from tablesense.simulators.capture_format import CaptureFormatError, loads
+    from tablesense.simulators.exposure import PtyExposure
 
     try:
         speed = float(args.speed)

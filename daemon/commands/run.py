@@ -24,9 +24,9 @@ import signal
 from types import FrameType
 from typing import Any
 
-from daemon.cli import UsageError
-from daemon.config import ConfigError, load_config
-from daemon.logging import configure, get_logger
+from tablesense.daemon.cli import UsageError
+from tablesense.daemon.config import ConfigError, load_config
+from tablesense.daemon.logging import configure, get_logger
 
 __all__ = ["register", "run"]
 
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         UsageError: unusable config, journal or credentials (one line).
     """
-    from daemon.app import STOP_SIGNALS, App, StartupError
+    from tablesense.daemon.app import STOP_SIGNALS, App, StartupError
 
     try:
         config = load_config(args.config)

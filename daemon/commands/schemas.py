@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from daemon.cli import UsageError
-from daemon.messages import message_types
+from tablesense.daemon.cli import UsageError
+from tablesense.daemon.messages import message_types
 
 __all__ = ["DEFAULT_DIR", "drift", "register", "render_schemas", "run"]
 

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from daemon.bounded import InputTooLarge, read_bounded
-from daemon.cli import UsageError
-from daemon.config import MAX_MONEY, RATE_TEXT
-from daemon.rules.cards import Card, InvalidCard
-from daemon.rules.games import Game, RoundCards, get_game
-from daemon.rules.money import CommissionRule, RoundingMode
-from daemon.rules.settlement import Bet, Hand, Wager
+from tablesense.daemon.bounded import InputTooLarge, read_bounded
+from tablesense.daemon.cli import UsageError
+from tablesense.daemon.config import MAX_MONEY, RATE_TEXT
+from tablesense.daemon.rules.cards import Card, InvalidCard
+from tablesense.daemon.rules.games import Game, RoundCards, get_game
+from tablesense.daemon.rules.money import CommissionRule, RoundingMode
+from tablesense.daemon.rules.settlement import Bet, Hand, Wager
 
 __all__ = ["RoundRequest", "parse_request", "register", "run", "settle_document", "settle_request"]
 
@@ -226,7 +226,7 @@ def settle_request(request: RoundRequest) -> dict[str, Any]:
         out["commission"] = {"rate": _percent(c.rate), "unit": c.unit, "rounding": c.mode.value}
     out["wagers"] = [s.to_dict() for s in settlements]
     if game.deals == "cards":
-        from daemon.rules.baccarat import coup_from_cards
+        from tablesense.daemon.rules.baccarat import coup_from_cards
 
         assert isinstance(request.cards, Sequence)
         out["round"] = coup_from_cards(request.cards).to_dict()

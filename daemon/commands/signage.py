@@ -20,14 +20,20 @@ import signal
 import sys
 from typing import Any
 
-from daemon.broker_auth import DEFAULT_TLS_PORT, BrokerAuth, add_auth_arguments, auth_from_args, uses_tls
-from daemon.cli import UsageError
-from daemon.config import ConfigError, load_config
-from daemon.logging import bind_table, configure
-from daemon.mqtt import CredentialsError
-from daemon.signage.info import table_info
-from daemon.signage.server import parse_hostport, start_signage
-from daemon.topics import option_problem
+from tablesense.daemon.broker_auth import (
+    DEFAULT_TLS_PORT,
+    BrokerAuth,
+    add_auth_arguments,
+    auth_from_args,
+    uses_tls,
+)
+from tablesense.daemon.cli import UsageError
+from tablesense.daemon.config import ConfigError, load_config
+from tablesense.daemon.logging import bind_table, configure
+from tablesense.daemon.mqtt import CredentialsError
+from tablesense.daemon.signage.info import table_info
+from tablesense.daemon.signage.server import parse_hostport, start_signage
+from tablesense.daemon.topics import option_problem
 
 __all__ = ["register", "run"]
 

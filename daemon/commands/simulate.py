@@ -42,20 +42,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from daemon.bounded import InputTooLarge, read_bounded
-from daemon.cli import UsageError
-from daemon.topics import TABLE_ID
+from tablesense.daemon.bounded import InputTooLarge, read_bounded
+from tablesense.daemon.cli import UsageError
+from tablesense.daemon.topics import TABLE_ID
 
 if TYPE_CHECKING:
-    from simulators.dealer import SimTable
-    from simulators.runner import SimulatorRunner, Step
+    from tablesense.simulators.dealer import SimTable
+    from tablesense.simulators.runner import SimulatorRunner, Step
 
 __all__ = ["build_runner", "build_table", "register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``simulate`` sub-command."""
-    from simulators.runner import FAULTS
+    from tablesense.simulators.runner import FAULTS
 
     p = subparsers.add_parser(
         "simulate", help="run a virtual shoe or bet pads on a pty or TCP port",
@@ -127,11 +127,11 @@ def build_runner(args: argparse.Namespace) -> SimulatorRunner:
     Raises:
         UsageError: any bad option (one line naming it).
     """
-    from daemon.rules.cards import CardNotInShoe, InvalidCard
-    from simulators.exposure import Exposure, PtyExposure, TcpExposure
-    from simulators.pads import VirtualPads
-    from simulators.runner import FAULTS, SimulatorRunner, pads_program, shoe_program
-    from simulators.shoe import VirtualShoe
+    from tablesense.daemon.rules.cards import CardNotInShoe, InvalidCard
+    from tablesense.simulators.exposure import Exposure, PtyExposure, TcpExposure
+    from tablesense.simulators.pads import VirtualPads
+    from tablesense.simulators.runner import FAULTS, SimulatorRunner, pads_program, shoe_program
+    from tablesense.simulators.shoe import VirtualShoe
 
     if args.device not in ("shoe", "pads"):
         raise UsageError(f"simulate: unknown device {args.device!r}; choose shoe, pads or table")
@@ -229,8 +229,8 @@ def build_table(args: argparse.Namespace) -> tuple[SimTable, int | None]:
         UsageError: no or a bad ``--config``, a device url that is not a path, no shoe or no pads, a
             ``[burn] mode`` other than ``shoe`` (the simulated shoe reports its burn), a bad option.
     """
-    from daemon.config import ConfigError, load_config
-    from simulators.dealer import SimTable
+    from tablesense.daemon.config import ConfigError, load_config
+    from tablesense.simulators.dealer import SimTable
 
     if not args.config:
         raise UsageError("simulate table: --config FILE is required (the table config the daemon runs with)")
@@ -296,7 +296,7 @@ async def _deal_table(sim: SimTable, rounds: int | None) -> None:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``tablesense simulate``; returns 0 after Ctrl-C / SIGTERM (``table``: also after
     ``--rounds``)."""
-    from daemon.logging import configure
+    from tablesense.daemon.logging import configure
 
     if args.device == "table":
         sim, rounds = build_table(args)

@@ -4,9 +4,9 @@
 message rows; no game rules (design.md "Layers and their rooms").
 """
 
-from daemon.journal.errors import JournalDamaged, JournalError, JournalUnwritable
-from daemon.journal.recall import JournalMissing, RecallReader, RoundRecord, open_for_recall
-from daemon.journal.store import Journal, OutboxRow
+from tablesense.daemon.journal.errors import JournalDamaged, JournalError, JournalUnwritable
+from tablesense.daemon.journal.recall import JournalMissing, RecallReader, RoundRecord, open_for_recall
+from tablesense.daemon.journal.store import Journal, OutboxRow
 
 __all__ = [
     "Journal",

@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
-from daemon.journal.errors import JournalDamaged
-from daemon.table.inputs import Command, TableStart
-from drivers.events import (
+from tablesense.daemon.journal.errors import JournalDamaged
+from tablesense.daemon.table.inputs import Command, TableStart
+from tablesense.drivers.events import (
     CardDrawn,
     CardUnreadable,
     DealerButton,

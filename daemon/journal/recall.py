@@ -24,11 +24,11 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from daemon.journal.codec import decode_event
-from daemon.journal.errors import JournalDamaged, JournalError, classify_sqlite_error
-from daemon.journal.schema import SCHEMA_VERSION, input_crc, outbox_crc
-from daemon.journal.store import JOURNAL_FILE, MIN_RETENTION_ROUNDS
-from daemon.messages import (
+from tablesense.daemon.journal.codec import decode_event
+from tablesense.daemon.journal.errors import JournalDamaged, JournalError, classify_sqlite_error
+from tablesense.daemon.journal.schema import SCHEMA_VERSION, input_crc, outbox_crc
+from tablesense.daemon.journal.store import JOURNAL_FILE, MIN_RETENTION_ROUNDS
+from tablesense.daemon.messages import (
     AlarmMessage,
     AlarmRecord,
     BaccaratOutcome,
@@ -44,7 +44,7 @@ from daemon.messages import (
     WagerRecord,
     decode_message,
 )
-from drivers.events import CardDrawn, CardUnreadable
+from tablesense.drivers.events import CardDrawn, CardUnreadable
 
 __all__ = ["InputRef", "JournalMissing", "MessageRef", "RecallReader", "RoundRecord", "open_for_recall",
            "round_id"]

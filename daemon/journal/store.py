@@ -30,12 +30,12 @@ from typing import Any
 
 import msgspec
 
-from daemon.journal.codec import decode_event, encode_event, event_device
-from daemon.journal.errors import JournalDamaged, JournalUnwritable, classify_sqlite_error
-from daemon.journal.schema import DDL, SCHEMA_VERSION, input_crc, outbox_crc
-from daemon.messages import FloorRound
-from daemon.table.inputs import Emit, TimedInput
-from drivers.events import SpotChanged
+from tablesense.daemon.journal.codec import decode_event, encode_event, event_device
+from tablesense.daemon.journal.errors import JournalDamaged, JournalUnwritable, classify_sqlite_error
+from tablesense.daemon.journal.schema import DDL, SCHEMA_VERSION, input_crc, outbox_crc
+from tablesense.daemon.messages import FloorRound
+from tablesense.daemon.table.inputs import Emit, TimedInput
+from tablesense.drivers.events import SpotChanged
 
 __all__ = [
     "JOURNAL_FILE",

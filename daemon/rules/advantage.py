@@ -40,12 +40,12 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from daemon.rules.baccarat import BaccaratRules, rule_house_money, rule_perfect_pairs
-from daemon.rules.baccarat_wagers import HouseMoneyPaytable
-from daemon.rules.blackjack import BlackjackRules, grade_perfect_pairs
-from daemon.rules.cards import ALL_CARDS, Card, Rank, ShoeComposition, Suit
-from daemon.rules.pairs import PairKind, PairPaytable, classify_pair
-from daemon.rules.settlement import Bet, Hand, Outcome
+from tablesense.daemon.rules.baccarat import BaccaratRules, rule_house_money, rule_perfect_pairs
+from tablesense.daemon.rules.baccarat_wagers import HouseMoneyPaytable
+from tablesense.daemon.rules.blackjack import BlackjackRules, grade_perfect_pairs
+from tablesense.daemon.rules.cards import ALL_CARDS, Card, Rank, ShoeComposition, Suit
+from tablesense.daemon.rules.pairs import PairKind, PairPaytable, classify_pair
+from tablesense.daemon.rules.settlement import Bet, Hand, Outcome
 
 __all__ = [
     "DEFAULT_THRESHOLD",

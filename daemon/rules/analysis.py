@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from daemon.rules.money import Odds
-from daemon.rules.settlement import Bet, Hand, Outcome
+from tablesense.daemon.rules.money import Odds
+from tablesense.daemon.rules.settlement import Bet, Hand, Outcome
 
 __all__ = ["OutcomeProbability", "WagerAnalysis"]
 

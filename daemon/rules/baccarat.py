@@ -20,7 +20,7 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
-from daemon.rules.baccarat_wagers import (
+from tablesense.daemon.rules.baccarat_wagers import (
     DRAGON_7_ODDS,
     DRAGON_BONUS_PAYTABLES,
     HOUSE_MONEY_PAYTABLES,
@@ -32,10 +32,10 @@ from daemon.rules.baccarat_wagers import (
     lookup_house_money,
     lookup_tie,
 )
-from daemon.rules.cards import Card, ShoeComposition
-from daemon.rules.errors import IncompleteRound, RulesError, TooManyCards, WagerNotOffered
-from daemon.rules.money import NO_COMMISSION, CommissionRule, Odds, winnings
-from daemon.rules.pairs import (
+from tablesense.daemon.rules.cards import Card, ShoeComposition
+from tablesense.daemon.rules.errors import IncompleteRound, RulesError, TooManyCards, WagerNotOffered
+from tablesense.daemon.rules.money import NO_COMMISSION, CommissionRule, Odds, winnings
+from tablesense.daemon.rules.pairs import (
     BACCARAT_PERFECT_PAIRS,
     PairPaytable,
     PaytableNotAllowed,
@@ -43,7 +43,7 @@ from daemon.rules.pairs import (
     is_pair,
     lookup_paytable,
 )
-from daemon.rules.settlement import Bet, Hand, Outcome, Settlement, Wager, settle_as
+from tablesense.daemon.rules.settlement import Bet, Hand, Outcome, Settlement, Wager, settle_as
 
 __all__ = [
     "BaccaratRules",

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from daemon.rules.analysis import OutcomeProbability, WagerAnalysis
-from daemon.rules.baccarat import (
+from tablesense.daemon.rules.analysis import OutcomeProbability, WagerAnalysis
+from tablesense.daemon.rules.baccarat import (
     BaccaratRules,
     BaccaratVariant,
     Coup,
@@ -38,10 +38,10 @@ from daemon.rules.baccarat import (
     rule_main_wager,
     rule_perfect_pairs,
 )
-from daemon.rules.baccarat_wagers import DRAGON_7_ODDS, PANDA_8_ODDS
-from daemon.rules.cards import Card, Rank, ShoeComposition, Suit
-from daemon.rules.errors import RulesError
-from daemon.rules.settlement import Bet, Hand, Outcome
+from tablesense.daemon.rules.baccarat_wagers import DRAGON_7_ODDS, PANDA_8_ODDS
+from tablesense.daemon.rules.cards import Card, Rank, ShoeComposition, Suit
+from tablesense.daemon.rules.errors import RulesError
+from tablesense.daemon.rules.settlement import Bet, Hand, Outcome
 
 __all__ = [
     "RoundKey",

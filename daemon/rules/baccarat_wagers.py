@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from daemon.rules.money import Odds
-from daemon.rules.pairs import PaytableNotAllowed
+from tablesense.daemon.rules.money import Odds
+from tablesense.daemon.rules.pairs import PaytableNotAllowed
 
 __all__ = [
     "DRAGON_7_ODDS",

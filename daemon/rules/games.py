@@ -22,13 +22,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from daemon.rules.analysis import WagerAnalysis
-from daemon.rules.blackjack import BlackjackRules, analyze_blackjack, settle_blackjack
-from daemon.rules.cards import Card
-from daemon.rules.errors import RulesError
-from daemon.rules.money import CommissionRule
-from daemon.rules.settlement import Settlement, Wager
-from daemon.rules.uth import UthRules, analyze_uth, settle_uth
+from tablesense.daemon.rules.analysis import WagerAnalysis
+from tablesense.daemon.rules.blackjack import BlackjackRules, analyze_blackjack, settle_blackjack
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.rules.errors import RulesError
+from tablesense.daemon.rules.money import CommissionRule
+from tablesense.daemon.rules.settlement import Settlement, Wager
+from tablesense.daemon.rules.uth import UthRules, analyze_uth, settle_uth
 
 __all__ = ["GAMES", "Game", "RoundCards", "UnknownGame", "get_game"]
 
@@ -96,26 +96,26 @@ class Game:
 
 def _baccarat_build(variant: str) -> Callable[[int, Mapping[str, str] | None, CommissionRule | None], Any]:
     def build(decks: int, paytables: Mapping[str, str] | None, commission: CommissionRule | None) -> Any:
-        from daemon.rules.baccarat import BaccaratRules
+        from tablesense.daemon.rules.baccarat import BaccaratRules
 
         return BaccaratRules.from_names(variant, decks, paytables, commission)
     return build
 
 
 def _baccarat_settle(cards: Sequence[Card], wagers: Sequence[Wager], rules: Any) -> list[Settlement]:
-    from daemon.rules.baccarat import settle_baccarat
+    from tablesense.daemon.rules.baccarat import settle_baccarat
 
     return settle_baccarat(cards, wagers, rules)
 
 
 def _baccarat_analyze(rules: Any) -> list[WagerAnalysis]:
-    from daemon.rules.baccarat_analysis import analyze_baccarat
+    from tablesense.daemon.rules.baccarat_analysis import analyze_baccarat
 
     return analyze_baccarat(rules)
 
 
 def _baccarat_paytables(rules: Any) -> dict[str, str]:
-    from daemon.rules.baccarat import BaccaratVariant
+    from tablesense.daemon.rules.baccarat import BaccaratVariant
 
     tables = {"perfect_pairs": rules.perfect_pairs.name, "tie": f"{rules.tie.pays}-{rules.tie.per}",
               "dragon_bonus": rules.dragon_bonus.name, "house_money": rules.house_money.name}

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from daemon.rules.cards import Card
-from daemon.rules.errors import RulesError
-from daemon.rules.money import Odds
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.rules.errors import RulesError
+from tablesense.daemon.rules.money import Odds
 
 __all__ = [
     "BACCARAT_PERFECT_PAIRS",

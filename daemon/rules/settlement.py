@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from daemon.rules.money import Odds, winnings
+from tablesense.daemon.rules.money import Odds, winnings
 
 __all__ = ["Bet", "Hand", "Outcome", "Settlement", "Wager", "settle_as"]
 

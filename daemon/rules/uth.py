@@ -38,12 +38,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from daemon.rules.analysis import OutcomeProbability, WagerAnalysis
-from daemon.rules.cards import ALL_CARDS, Card, CardNotInShoe, Rank, ShoeComposition, Suit
-from daemon.rules.errors import IncompleteRound, RulesError, TooManyCards, WagerNotOffered
-from daemon.rules.money import Odds
-from daemon.rules.pairs import PaytableNotAllowed
-from daemon.rules.settlement import Bet, Outcome, Settlement, Wager, settle_as
+from tablesense.daemon.rules.analysis import OutcomeProbability, WagerAnalysis
+from tablesense.daemon.rules.cards import ALL_CARDS, Card, CardNotInShoe, Rank, ShoeComposition, Suit
+from tablesense.daemon.rules.errors import IncompleteRound, RulesError, TooManyCards, WagerNotOffered
+from tablesense.daemon.rules.money import Odds
+from tablesense.daemon.rules.pairs import PaytableNotAllowed
+from tablesense.daemon.rules.settlement import Bet, Outcome, Settlement, Wager, settle_as
 
 __all__ = [
     "DEALER",

@@ -27,13 +27,18 @@ from typing import Any
 
 import msgspec
 
-from daemon.config import TableConfig
-from daemon.messages import PaytableLine, SpotInfo, TableInfo, WagerInfo
-from daemon.rules.baccarat_wagers import DRAGON_7_ODDS, PANDA_8_ODDS, lookup_tie
-from daemon.rules.errors import RulesError
-from daemon.rules.pairs import BACCARAT_PERFECT_PAIRS, BLACKJACK_PERFECT_PAIRS, PairKind, lookup_paytable
-from daemon.rules.uth import DEFAULT_ULTIMATE_PAIRS, ULTIMATE_PAIRS
-from daemon.signage.view import BET_LABELS, category_label
+from tablesense.daemon.config import TableConfig
+from tablesense.daemon.messages import PaytableLine, SpotInfo, TableInfo, WagerInfo
+from tablesense.daemon.rules.baccarat_wagers import DRAGON_7_ODDS, PANDA_8_ODDS, lookup_tie
+from tablesense.daemon.rules.errors import RulesError
+from tablesense.daemon.rules.pairs import (
+    BACCARAT_PERFECT_PAIRS,
+    BLACKJACK_PERFECT_PAIRS,
+    PairKind,
+    lookup_paytable,
+)
+from tablesense.daemon.rules.uth import DEFAULT_ULTIMATE_PAIRS, ULTIMATE_PAIRS
+from tablesense.daemon.signage.view import BET_LABELS, category_label
 
 __all__ = ["MAIN_WAGERS", "TABLE_INFO_SCHEMA", "table_info", "table_info_message"]
 

@@ -30,9 +30,9 @@ from typing import Any
 import aiomqtt
 from aiohttp import web
 
-from daemon.broker_auth import BrokerAuth
-from daemon.logging import get_logger
-from daemon.signage.view import SignageView
+from tablesense.daemon.broker_auth import BrokerAuth
+from tablesense.daemon.logging import get_logger
+from tablesense.daemon.signage.view import SignageView
 
 __all__ = ["SignageServer", "parse_hostport", "public_topics", "start_signage"]
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import msgspec
 
-from daemon.messages import DeviceStatus, RoundResults, RoundState, SettlementMessage, TableStatus
-from daemon.rules.cards import Card, InvalidCard
-from daemon.rules.pairs import classify_pair
-from daemon.scoreboard import RoundOutcome, Scoreboard
+from tablesense.daemon.messages import DeviceStatus, RoundResults, RoundState, SettlementMessage, TableStatus
+from tablesense.daemon.rules.cards import Card, InvalidCard
+from tablesense.daemon.rules.pairs import classify_pair
+from tablesense.daemon.scoreboard import RoundOutcome, Scoreboard
 
 __all__ = ["GAME_LABELS", "PAIR_BETS", "SignageView", "category_label", "format_money"]
 

@@ -6,7 +6,7 @@ by the caller (the journal), so replaying the same inputs gives the same state a
 The machine itself is :class:`daemon.table.machine.TableMachine`.
 """
 
-from daemon.table.inputs import Channel, Command, CommandReply, Emit, TimedInput
-from daemon.table.machine import Phase, TableMachine, replay
+from tablesense.daemon.table.inputs import Channel, Command, CommandReply, Emit, TimedInput
+from tablesense.daemon.table.machine import Phase, TableMachine, replay
 
 __all__ = ["Channel", "Command", "CommandReply", "Emit", "Phase", "TableMachine", "TimedInput", "replay"]

@@ -7,11 +7,16 @@ Player, Banker, Tie, Dragon Bonus, Dragon 7 and Panda 8 once the round is comple
 
 from __future__ import annotations
 
-from daemon.messages import BaccaratOutcome
-from daemon.rules.baccarat import coup_from_cards, next_card_hand, settle_baccarat, settle_two_card_wagers
-from daemon.rules.cards import Card
-from daemon.rules.settlement import Bet, Settlement
-from daemon.table.game import Face, GameRound, LockedWager, Outcome
+from tablesense.daemon.messages import BaccaratOutcome
+from tablesense.daemon.rules.baccarat import (
+    coup_from_cards,
+    next_card_hand,
+    settle_baccarat,
+    settle_two_card_wagers,
+)
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.rules.settlement import Bet, Settlement
+from tablesense.daemon.table.game import Face, GameRound, LockedWager, Outcome
 
 __all__ = ["BaccaratRound"]
 

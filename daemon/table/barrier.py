@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from daemon.messages import PublicCard
-from daemon.table.game import BURN, Face, GameRound, Outcome, Slot
+from tablesense.daemon.messages import PublicCard
+from tablesense.daemon.table.game import BURN, Face, GameRound, Outcome, Slot
 
 __all__ = ["is_public", "public_cards", "public_outcome"]
 

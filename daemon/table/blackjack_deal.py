@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from daemon.config import TableConfig
-from daemon.messages import BoxResult
-from daemon.rules.blackjack import settle_blackjack
-from daemon.rules.pairs import classify_pair
-from daemon.rules.settlement import Bet, Settlement
-from daemon.table.game import DEALER, Face, GameRound, LockedWager, Outcome
+from tablesense.daemon.config import TableConfig
+from tablesense.daemon.messages import BoxResult
+from tablesense.daemon.rules.blackjack import settle_blackjack
+from tablesense.daemon.rules.pairs import classify_pair
+from tablesense.daemon.rules.settlement import Bet, Settlement
+from tablesense.daemon.table.game import DEALER, Face, GameRound, LockedWager, Outcome
 
 __all__ = ["PLAY", "BlackjackRound"]
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from daemon.config import TableConfig
-from daemon.messages import BaccaratOutcome, BoxResult, WagerRecord
-from daemon.rules.cards import Card
-from daemon.rules.settlement import Bet, Hand, Settlement, Wager
+from tablesense.daemon.config import TableConfig
+from tablesense.daemon.messages import BaccaratOutcome, BoxResult, WagerRecord
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.rules.settlement import Bet, Hand, Settlement, Wager
 
 __all__ = ["BURN", "DEALER", "UNSETTLED_BETS", "Face", "GameRound", "LockedWager", "Outcome", "Slot"]
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from daemon.messages import Message
-from drivers.events import DeviceEvent, DeviceState
+from tablesense.daemon.messages import Message
+from tablesense.drivers.events import DeviceEvent, DeviceState
 
 __all__ = ["COMMAND_NAMES", "Channel", "Command", "CommandReply", "Emit", "TableStart", "TimedInput"]
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import msgspec
 
-from daemon.config import TableConfig
-from daemon.messages import (
+from tablesense.daemon.config import TableConfig
+from tablesense.daemon.messages import (
     AlarmMessage,
     AlarmRecord,
     CommandRecord,
@@ -38,23 +38,36 @@ from daemon.messages import (
     SettlementRecord,
     SpotChangeRecord,
 )
-from daemon.rules.advantage import AdvantageWatch, advantage_report, offered_pair_wagers, parse_threshold
-from daemon.rules.cards import Card, InvalidCard
-from daemon.rules.settlement import Outcome as WagerOutcome
-from daemon.rules.settlement import Settlement, settle_as
-from daemon.scoreboard import Scoreboard
-from daemon.signage.info import table_info_message
-from daemon.table.alarms import ALARMS, AlarmCode
-from daemon.table.baccarat_deal import BaccaratRound
-from daemon.table.barrier import public_cards, public_outcome
-from daemon.table.blackjack_deal import BlackjackRound
-from daemon.table.game import BURN, Face, GameRound, LockedWager, Outcome
-from daemon.table.inputs import COMMAND_NAMES, Channel, Command, CommandReply, Emit, TableStart, TimedInput
-from daemon.table.pads import Pads, PadState
-from daemon.table.record import CardEntry, RoundRecord
-from daemon.table.shoe import ShoeTracker
-from daemon.table.uth_deal import UthRound
-from drivers.events import (
+from tablesense.daemon.rules.advantage import (
+    AdvantageWatch,
+    advantage_report,
+    offered_pair_wagers,
+    parse_threshold,
+)
+from tablesense.daemon.rules.cards import Card, InvalidCard
+from tablesense.daemon.rules.settlement import Outcome as WagerOutcome
+from tablesense.daemon.rules.settlement import Settlement, settle_as
+from tablesense.daemon.scoreboard import Scoreboard
+from tablesense.daemon.signage.info import table_info_message
+from tablesense.daemon.table.alarms import ALARMS, AlarmCode
+from tablesense.daemon.table.baccarat_deal import BaccaratRound
+from tablesense.daemon.table.barrier import public_cards, public_outcome
+from tablesense.daemon.table.blackjack_deal import BlackjackRound
+from tablesense.daemon.table.game import BURN, Face, GameRound, LockedWager, Outcome
+from tablesense.daemon.table.inputs import (
+    COMMAND_NAMES,
+    Channel,
+    Command,
+    CommandReply,
+    Emit,
+    TableStart,
+    TimedInput,
+)
+from tablesense.daemon.table.pads import Pads, PadState
+from tablesense.daemon.table.record import CardEntry, RoundRecord
+from tablesense.daemon.table.shoe import ShoeTracker
+from tablesense.daemon.table.uth_deal import UthRound
+from tablesense.drivers.events import (
     Button,
     CardDrawn,
     CardUnreadable,
@@ -67,7 +80,7 @@ from drivers.events import (
     ShoeStatusKind,
     SpotChanged,
 )
-from drivers.protocols.tsref import SEQ_MODULUS
+from tablesense.drivers.protocols.tsref import SEQ_MODULUS
 
 __all__ = ["COMMAND_ARGS", "MAX_ARG_CHARS", "Phase", "TableMachine", "replay"]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from daemon.config import TableConfig
-from daemon.rules.settlement import Bet, Hand
-from daemon.table.game import LockedWager
-from drivers.events import SpotChanged, SpotState
+from tablesense.daemon.config import TableConfig
+from tablesense.daemon.rules.settlement import Bet, Hand
+from tablesense.daemon.table.game import LockedWager
+from tablesense.drivers.events import SpotChanged, SpotState
 
 __all__ = ["PadState", "Pads"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from daemon.messages import (
+from tablesense.daemon.messages import (
     AlarmRecord,
     CardRecord,
     CommandRecord,
@@ -18,8 +18,8 @@ from daemon.messages import (
     SpotChangeRecord,
     WagerRecord,
 )
-from daemon.rules.cards import Card
-from daemon.table.game import Outcome
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.table.game import Outcome
 
 __all__ = ["CardEntry", "RoundRecord"]
 

@@ -6,9 +6,9 @@ counts as out (``unknown_out``) until a supervisor enters it. Pure.
 
 from __future__ import annotations
 
-from daemon.config import BurnConfig
-from daemon.rules.cards import Card, CardNotInShoe, ShoeComposition
-from daemon.table.alarms import AlarmCode
+from tablesense.daemon.config import BurnConfig
+from tablesense.daemon.rules.cards import Card, CardNotInShoe, ShoeComposition
+from tablesense.daemon.table.alarms import AlarmCode
 
 __all__ = ["ShoeTracker", "burn_count_for"]
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from daemon.config import TableConfig
-from daemon.messages import BoxResult
-from daemon.rules.cards import Card
-from daemon.rules.settlement import Bet, Settlement
-from daemon.rules.uth import settle_uth
-from daemon.table.game import BURN, DEALER, Face, GameRound, LockedWager, Outcome
+from tablesense.daemon.config import TableConfig
+from tablesense.daemon.messages import BoxResult
+from tablesense.daemon.rules.cards import Card
+from tablesense.daemon.rules.settlement import Bet, Settlement
+from tablesense.daemon.rules.uth import settle_uth
+from tablesense.daemon.table.game import BURN, DEALER, Face, GameRound, LockedWager, Outcome
 
 __all__ = ["BOARD", "UthRound", "deal_sequence"]
 

@@ -4,7 +4,7 @@
 ``tablesense.protocols``; see :mod:`drivers.protocols.base` for the interface and docs/adding-a-codec.md.
 """
 
-from drivers.protocols.base import (
+from tablesense.drivers.protocols.base import (
     ENTRY_POINT_GROUP,
     Codec,
     CodecStats,

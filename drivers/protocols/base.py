@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import ClassVar, Protocol, runtime_checkable
 
-from drivers.events import DeviceEvent
+from tablesense.drivers.events import DeviceEvent
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -29,7 +29,7 @@ __all__ = [
 ENTRY_POINT_GROUP = "tablesense.protocols"
 """Entry point group under which codec classes are registered (``name = "module:Class"``)."""
 
-_BUILTIN: dict[str, str] = {"tsref": "drivers.protocols.tsref:TsrefCodec"}
+_BUILTIN: dict[str, str] = {"tsref": "tablesense.drivers.protocols.tsref:TsrefCodec"}
 """Codecs shipped with tablesense; found even when the package metadata is not installed."""
 
 

@@ -26,8 +26,8 @@ from typing import ClassVar
 
 import structlog
 
-from daemon.rules.cards import Card, Rank, Suit
-from drivers.events import (
+from tablesense.daemon.rules.cards import Card, Rank, Suit
+from tablesense.drivers.events import (
     Button,
     CardDrawn,
     CardUnreadable,
@@ -41,7 +41,7 @@ from drivers.events import (
     SpotChanged,
     SpotState,
 )
-from drivers.protocols.base import CodecStats, SequenceGap
+from tablesense.drivers.protocols.base import CodecStats, SequenceGap
 
 __all__ = [
     "DEVICE_TYPES",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drivers.transports.base import ByteTransport, LinkLost, OpenError
+from tablesense.drivers.transports.base import ByteTransport, LinkLost, OpenError
 
 __all__ = ["ByteTransport", "LinkLost", "OpenError", "open_transport"]
 
@@ -29,10 +29,10 @@ async def open_transport(url: str, *, baud: int = 9600, usb_backend: Any = None,
     for ``usb://`` URLs. Raises :class:`OpenError` with one short human cause.
     """
     if url.startswith("usb://"):
-        from drivers.transports.usb import open_usb
+        from tablesense.drivers.transports.usb import open_usb
         return await open_usb(url, backend=usb_backend)
     if "://" in url and not url.startswith("socket://"):
-        from drivers.transports.threaded import open_threaded
+        from tablesense.drivers.transports.threaded import open_threaded
         return await open_threaded(url, baud=baud, open_timeout=open_timeout)
-    from drivers.transports.serial import open_serial
+    from tablesense.drivers.transports.serial import open_serial
     return await open_serial(url, baud=baud, open_timeout=open_timeout)

@@ -23,7 +23,7 @@ import urllib.parse
 import serial
 import serial_asyncio_fast
 
-from drivers.transports.base import LinkLost, OpenError, describe_os_error
+from tablesense.drivers.transports.base import LinkLost, OpenError, describe_os_error
 
 __all__ = ["SerialLink", "open_serial"]
 

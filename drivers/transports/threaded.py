@@ -17,7 +17,7 @@ import contextlib
 
 import serial
 
-from drivers.transports.base import LinkLost, OpenError, ReaderThreadLink, describe_os_error
+from tablesense.drivers.transports.base import LinkLost, OpenError, ReaderThreadLink, describe_os_error
 
 __all__ = ["ThreadedSerialLink", "open_threaded"]
 

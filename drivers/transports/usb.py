@@ -36,7 +36,7 @@ from typing import Any
 import usb.core
 import usb.util
 
-from drivers.transports.base import LinkLost, OpenError, ReaderThreadLink, describe_os_error
+from tablesense.drivers.transports.base import LinkLost, OpenError, ReaderThreadLink, describe_os_error
 
 __all__ = ["UsbLink", "UsbUrl", "open_usb", "parse_usb_url", "register_backend", "registered_backend"]
 

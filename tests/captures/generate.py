@@ -11,11 +11,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from drivers.protocols.tsref import encode_ack, encode_status_request
-from simulators import faults
-from simulators.capture_format import Capture, CaptureChunk, save
-from simulators.pads import VirtualPads
-from simulators.shoe import VirtualShoe
+from tablesense.drivers.protocols.tsref import encode_ack, encode_status_request
+from tablesense.simulators import faults
+from tablesense.simulators.capture_format import Capture, CaptureChunk, save
+from tablesense.simulators.pads import VirtualPads
+from tablesense.simulators.shoe import VirtualShoe
 
 HERE = Path(__file__).parent
 

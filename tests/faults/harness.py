@@ -41,10 +41,10 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from daemon.broker import MosquittoBroker
-from daemon.commands.settle import settle_document
-from daemon.config import TableConfig, parse_config
-from simulators.dealer import DealtRound, SimTable, sim_config_toml
+from tablesense.daemon.broker import MosquittoBroker
+from tablesense.daemon.commands.settle import settle_document
+from tablesense.daemon.config import TableConfig, parse_config
+from tablesense.simulators.dealer import DealtRound, SimTable, sim_config_toml
 
 TABLESENSE = str(Path(sys.executable).with_name("tablesense"))
 _FIELDS = ("stake", "outcome", "category", "odds", "net", "commission")

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from daemon.broker import mosquitto_binary
+from tablesense.daemon.broker import mosquitto_binary
 
 from .harness import Dealer, Rig
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from daemon.broker import mosquitto_binary
-from simulators.dealer import DealtRound
+from tablesense.daemon.broker import mosquitto_binary
+from tablesense.simulators.dealer import DealtRound
 
 from .harness import Rig, journal_rows, wait_until
 

@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from daemon.broker import mosquitto_binary
-from daemon.rules.baccarat import next_card_hand
-from simulators.dealer import DealtRound
+from tablesense.daemon.broker import mosquitto_binary
+from tablesense.daemon.rules.baccarat import next_card_hand
+from tablesense.simulators.dealer import DealtRound
 
 from .harness import Rig, wait_until
 

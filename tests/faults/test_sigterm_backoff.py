@@ -15,7 +15,7 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from daemon.broker import mosquitto_binary
+from tablesense.daemon.broker import mosquitto_binary
 
 from .harness import Dealer, Rig, wait_until
 

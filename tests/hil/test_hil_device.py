@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from drivers.events import (
+from tablesense.drivers.events import (
     CardDrawn,
     DeviceEvent,
     DeviceIdentity,
@@ -34,8 +34,8 @@ from drivers.events import (
     ShoeStatus,
     ShoeStatusKind,
 )
-from drivers.link import DeviceLink
-from drivers.protocols.tsref import SEQ_MODULUS
+from tablesense.drivers.link import DeviceLink
+from tablesense.drivers.protocols.tsref import SEQ_MODULUS
 
 pytestmark = [pytest.mark.hil, pytest.mark.timeout(120)]
 
