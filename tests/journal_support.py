@@ -310,19 +310,40 @@ def dictionary_sample(size: int = 32 * 1024) -> bytes:
 def sealed_rows(directory: Path, key: bytes | None = None) -> list[Any]:
     """Every row the journal in ``directory`` holds, in chain order, each block verified against the chain
     (read-only connection; ``key``: the test session's key by default)."""
+
+
+    return _sealed(directory, key)[0]
+
+
+def sealed_messages(directory: Path, key: bytes | None = None) -> list[tuple[int, str, str, int]]:
+    """``(seq, msg_id, channel, delivered)`` of every message the journal holds, from one verified
+    snapshot (also while the daemon writes it). ``delivered``: the journal recorded the broker's
+    acknowledgement (the daemon records them in batches, :data:`daemon.journal.store.MARK_DELAY`)."""
+    from tablesense.daemon.journal.seal import MessageRow
+
+    rows, pending = _sealed(directory, key)
+    return [(r.seq, r.msg_id, r.channel, int(r.seq not in pending))
+            for r in rows if isinstance(r, MessageRow)]
+
+
+def _sealed(directory: Path, key: bytes | None) -> tuple[list[Any], set[int]]:
     import sqlite3
 
     from tablesense.daemon.journal import blocks as bk
     from tablesense.daemon.journal.key import load_key
 
     key = load_key() if key is None else key
-    conn = sqlite3.connect(f"{(directory / 'journal.sqlite').resolve().as_uri()}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"{(directory / 'journal.sqlite').resolve().as_uri()}?mode=ro", uri=True,
+                           timeout=10, isolation_level=None)
     try:
+        conn.execute("BEGIN")  # one snapshot: a writer may archive or append meanwhile
         state = bk.read_header(conn, key, str(directory)).state
         out: list[Any] = []
         for block in bk.blocks_after(conn, state, 1):
             out += bk.verified_rows(conn, key, block)
-        return out
+        pending = {int(r[0]) for r in conn.execute("SELECT seq FROM pending")}
+        conn.execute("COMMIT")
+        return out, pending
     finally:
         conn.close()
 

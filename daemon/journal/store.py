@@ -72,6 +72,7 @@ __all__ = [
     "Journal",
     "OutboxRow",
     "check_head_record",
+    "head_record",
     "message_round",
     "message_schema",
 ]
@@ -99,26 +100,47 @@ VACUUM_STEP = 256
 """Pages freed per ``PRAGMA incremental_vacuum`` step (1 MiB with 4 KiB pages)."""
 
 HEAD_MAGIC = b"TSJ2"
-HEAD_RECORD_BYTES = 4 + 8 + 8 + 32 + 32
-"""The head record in ``journal.lock``: magic, entry, last seq, chain head, seal."""
+HEAD_RECORD_BYTES = 4 + 8 + 8 + 8 + 32 + 32
+"""The head record in ``journal.lock``: magic, epoch, entry, last seq, chain head, seal."""
 
 _CHECKED_TABLES = ("meta", "state", "blocks", "pending", "log", "outbox")
 """Tables ``PRAGMA quick_check`` covers at every open (all but the archive, whose rows are sealed and
 read whole; docs/journal.md "Start-up")."""
 
 
-def check_head_record(data: bytes, key: bytes, epoch: str, state: State, where: str) -> None:
+def head_record(key: bytes, epoch: str, state: State) -> bytes:
+    """The head record written into ``journal.lock`` after every commit: magic, the journal's epoch, the
+    last entry, the last seq, the chain head, and an HMAC of all of it."""
+    body = (HEAD_MAGIC + epoch.encode().ljust(8, b"\0")[:8] + state.entry.to_bytes(8, "big")
+            + state.last_seq.to_bytes(8, "big") + state.head)
+    return body + seal(key, b"tablesense journal head", body)
+
+
+def check_head_record(data: bytes, key: bytes, epoch: str | None, state: State | None, where: str) -> None:
     """Raise :class:`JournalDamaged` when the head record ``data`` (read from ``journal.lock``) was sealed
-    for this journal (key and ``epoch``) and is ahead of ``state``: the file lost committed rows. A
-    missing, foreign (another journal's) or unreadable record says nothing and passes."""
+    with this table's key and does not match the journal: ahead of ``state`` (committed rows lost: the WAL
+    deleted, the file restored from an older copy), of another journal (``epoch`` differs: the file was
+    replaced), or of a journal that is gone (``state`` ``None``: the file was deleted or emptied). A
+    missing or unreadable record, or one sealed with another key, says nothing and passes."""
     if len(data) != HEAD_RECORD_BYTES or not data.startswith(HEAD_MAGIC):
         return
     body, mac = data[:-32], data[-32:]
-    if seal(key, b"tablesense journal head", epoch.encode(), body) != mac:
+    if seal(key, b"tablesense journal head", body) != mac:
         return
-    entry = int.from_bytes(body[4:12], "big")
-    last_seq = int.from_bytes(body[12:20], "big")
-    if entry > state.entry or (entry == state.entry and body[20:52] != state.head):
+    recorded = body[4:12].rstrip(b"\0").decode(errors="replace")
+    entry = int.from_bytes(body[12:20], "big")
+    last_seq = int.from_bytes(body[20:28], "big")
+    head = body[28:60]
+    move = f"if that was intended, move {LOCK_FILE} aside with it"
+    if state is None or epoch is None:
+        raise JournalDamaged(
+            f"{where} holds no journal, but {LOCK_FILE} records journal epoch {recorded} written up to seq "
+            f"{last_seq}: the journal file was deleted or lost its rows; {move}")
+    if recorded != epoch:
+        raise JournalDamaged(
+            f"{where} is journal epoch {epoch}, but {LOCK_FILE} records journal epoch {recorded} written up "
+            f"to seq {last_seq}: the journal file was replaced; {move}")
+    if entry > state.entry or (entry == state.entry and head != state.head):
         raise JournalDamaged(
             f"{where} is behind the last head its writer recorded in {LOCK_FILE} (entry {entry}, seq "
             f"{last_seq}; the file holds entry {state.entry}, seq {state.last_seq}): committed rows were "
@@ -221,14 +243,22 @@ class _Batch:
         self.link = state.head
         self.log: list[tuple[int, bytes, bytes]] = []
         self.outbox: list[tuple[int, bytes, bytes]] = []
-        self.bytes = 0
+        self.new_entries = 0
+        self.new_bytes = 0
 
     def add(self, blob: bytes) -> bytes:
         self.link = link(self.key, self.link, blob)
-        self.bytes += len(blob)
+        self.new_bytes += len(blob)
         return hint(self.link)
 
+    def take(self) -> tuple[int, int]:
+        """Entries and bytes chained since the last call (for the open block's accounting)."""
+        counts = self.new_entries, self.new_bytes
+        self.new_entries = self.new_bytes = 0
+        return counts
+
     def entry_row(self, make: Any) -> Row:
+        self.new_entries += 1
         self.entry += 1
         row: Row = make(self.entry)
         blob = encode_row(row)
@@ -356,6 +386,8 @@ class Journal:
 
     def _open(self) -> None:
         existed = self.path.exists() and self.path.stat().st_size > 0
+        if not existed:
+            self._check_head_record(None)  # no journal here: was there one? (then nothing is created)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10.0)
         self._conn = conn
         conn.execute("PRAGMA busy_timeout=10000")
@@ -373,6 +405,7 @@ class Journal:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         has_tables = conn.execute("SELECT count(*) FROM sqlite_schema WHERE type='table'").fetchone()[0]
         if version == 0 and not has_tables:
+            self._check_head_record(None)  # no journal here: was there one?
             self._create(conn)
         header = bk.read_header(conn, self._key, str(self.path))
         present = {r[0] for r in conn.execute(
@@ -385,7 +418,7 @@ class Journal:
                                  f"{self._table!r}")
         self._meta, self._state = header.meta, header.state
         if existed:
-            self._check_head_record()
+            self._check_head_record(header)
             self._check_pending(conn)
             self._verify_tail(conn)
         self._db_id = self._file_id(self.path)
@@ -483,25 +516,22 @@ class Journal:
             return None
         return st.st_dev, st.st_ino
 
-    def _head_record(self, state: State) -> bytes:
-        body = HEAD_MAGIC + state.entry.to_bytes(8, "big") + state.last_seq.to_bytes(8, "big") + state.head
-        return body + seal(self._key, b"tablesense journal head", self._meta.epoch.encode(), body)
-
     def _record_head(self) -> None:
         """Write the committed head into the lock file (no fsync: it only ever lags the durable journal).
         A journal found *behind* this record at the next open lost committed rows."""
         if self._lock_fd is None:
             return
         with contextlib.suppress(OSError):
-            os.pwrite(self._lock_fd, self._head_record(self._state), 0)
+            os.pwrite(self._lock_fd, head_record(self._key, self._meta.epoch, self._state), 0)
 
-    def _check_head_record(self) -> None:
+    def _check_head_record(self, header: Header | None) -> None:
         assert self._lock_fd is not None
         try:
             data = os.pread(self._lock_fd, HEAD_RECORD_BYTES, 0)
         except OSError:
             return
-        check_head_record(data, self._key, self._meta.epoch, self._state, f"journal {self.path}")
+        check_head_record(data, self._key, header.meta.epoch if header else None,
+                          header.state if header else None, f"journal {self.path}")
 
     def _check_files(self, conn: sqlite3.Connection) -> None:
         """Before writing: the journal file and its WAL are still the ones opened. A deleted or replaced
@@ -555,8 +585,8 @@ class Journal:
 
     def _commit(self, conn: sqlite3.Connection, batch: _Batch, state: State, *,
                 pending: Sequence[tuple[int, str | None]] = (), marks: Sequence[tuple[int, int]] = (),
-                block: Block | None = None, synchronous: bool = True) -> None:
-        """Write ``batch``'s rows, the pending and mark bookkeeping, a closed ``block`` and the sealed
+                blocks: Sequence[Block] = (), synchronous: bool = True) -> None:
+        """Write ``batch``'s rows, the pending and mark bookkeeping, the closed ``blocks`` and the sealed
         ``state`` in one transaction; on failure roll back and raise the classified error."""
         data = bk.encode_state(state)
         try:
@@ -574,11 +604,9 @@ class Journal:
                     conn.executemany("INSERT INTO pending VALUES (?, ?)", pending)
                 if marks:
                     conn.executemany("DELETE FROM pending WHERE seq BETWEEN ? AND ?", marks)
-                if block is not None:
-                    conn.execute("INSERT INTO blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-                                 (block.id, block.last_entry, block.first_seq, block.last_seq, block.shoe,
-                                  block.round, block.started_ts, block.ended_ts, block.link_before,
-                                  block.link_after))
+                conn.executemany("INSERT INTO blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                                 [(b.id, b.last_entry, b.first_seq, b.last_seq, b.shoe, b.round, b.started_ts,
+                                   b.ended_ts, b.link_before, b.link_after) for b in blocks])
                 conn.execute("UPDATE state SET data = ?, seal = ? WHERE id = 1",
                              (data, bk.state_seal(self._key, self._meta, data)))
                 conn.execute("COMMIT")
@@ -608,8 +636,9 @@ class Journal:
                      ) -> tuple[State, Block | None]:
         """The state after ``batch`` (entry, head, last seq, open block accounting) and the block it
         closes: the block ends with the entry that completed a round, or when it grew too big."""
-        entries = state.open_entries + len(batch.log)
-        size = state.open_bytes + batch.bytes
+        new_entries, new_bytes = batch.take()
+        entries = state.open_entries + new_entries
+        size = state.open_bytes + new_bytes
         state = msgspec.structs.replace(state, entry=batch.entry, head=batch.link, last_seq=batch.seq,
                                         open_entries=entries, open_bytes=size,
                                         open_ts=state.open_ts or ts)
@@ -651,9 +680,14 @@ class Journal:
         do not advance. ``TypeError`` for an input type that cannot be journaled (before anything is
         written).
         """
-        kind, payload = encode_event(inp.event)
-        device, device_seq = event_device(inp.event)
-        ts = str(inp.ts)
+        return self.append_many([(inp, emits)])[0]
+
+    def append_many(self, items: Sequence[tuple[TimedInput, Sequence[Emit]]]) -> list[list[OutboxRow]]:
+        """:meth:`append` for several inputs in ONE transaction (one fsync): all or none of them is
+        journaled. Returns each input's message rows. For committing several inputs together (group
+        commit, bulk loads); the errors are :meth:`append`'s."""
+        encoded = [(encode_event(inp.event), event_device(inp.event), str(inp.ts), inp, emits)
+                   for inp, emits in items]
         with self._lock:
             conn = self._db()
             self._check_files(conn)
@@ -665,48 +699,63 @@ class Journal:
             if self._marks_due():
                 marked = tuple(self._marked)
                 state, marks = self._take_marks(conn, batch, state)
-            entry = batch.entry_row(lambda e: InputRow(e, ts, kind, payload)).entry
-            rows: list[OutboxRow] = []
+            out: list[list[OutboxRow]] = []
             pending: list[tuple[int, str | None]] = []
-            closing: tuple[Any, Any] | None = None
-            current = state.round
-            shoes: list[Any] = []
-            for emit in emits:
-                seq = batch.seq = batch.seq + 1
-                msg_id = f"{self._table}-{self._meta.epoch}-{seq}-{secrets.token_hex(4)}"
-                message: Any
-                if isinstance(emit.message, FloorRound):
-                    message = msgspec.structs.replace(emit.message, seq=seq, msg_id=msg_id, chain_seq=seq - 1,
-                                                      chain_head=batch.link.hex())
-                else:
-                    message = msgspec.structs.replace(emit.message, seq=seq, msg_id=msg_id)
-                channel = _channel_name(emit.channel)
-                mrow = MessageRow(seq, entry, msg_id, channel, emit.device, bool(emit.retain), int(emit.qos),
-                                  msgspec.json.encode(message))
-                batch.message_row(mrow)
-                rows.append(_outbox_row(mrow))
-                pending.append((seq, _topic(channel, emit.device) if mrow.retain else None))
-                key = message_round(message)
-                if key is not None:
-                    current = key
-                    if message_schema(message) in ROUND_COMPLETE_SCHEMAS:
-                        closing = key
-                shoes.append(getattr(message, "shoe", None))
-            changes = _after_shoes(state, entry, shoes)
-            spots = state.spots
-            if isinstance(inp.event, SpotChanged):
-                spot_key = (inp.event.device, inp.event.spot)
-                spots = (*(s for s in spots if (s[0], s[1]) != spot_key), (*spot_key, entry))
-            devices = state.devices
-            if device is not None and device_seq is not None:
-                devices = {**devices, device: device_seq}
-            state = msgspec.structs.replace(state, round=current, devices=devices, spots=spots, **changes)
-            state, block = self._after_batch(state, batch, ts, closing)
-            self._commit(conn, batch, state, pending=pending, marks=marks, block=block)
+            blocks: list[Block] = []
+            for (kind, payload), (device, device_seq), ts, inp, emits in encoded:
+                state, rows, block = self._add_input(batch, state, kind, payload, device, device_seq, ts, inp,
+                                                     emits, pending)
+                out.append(rows)
+                if block is not None:
+                    blocks.append(block)
+            self._commit(conn, batch, state, pending=pending, marks=marks, blocks=blocks)
             self._committed(state, marked)
-            for row in rows:
-                self._remember(row)
-        return rows
+            for rows in out:
+                for row in rows:
+                    self._remember(row)
+        return out
+
+    def _add_input(self, batch: _Batch, state: State, kind: str, payload: bytes, device: str | None,
+                   device_seq: int | None, ts: str, inp: TimedInput, emits: Sequence[Emit],
+                   pending: list[tuple[int, str | None]]) -> tuple[State, list[OutboxRow], Block | None]:
+        """Chain one input and its messages onto ``batch``; the state after it and the block it closes."""
+        entry = batch.entry_row(lambda e: InputRow(e, ts, kind, payload)).entry
+        rows: list[OutboxRow] = []
+        closing: tuple[Any, Any] | None = None
+        current = state.round
+        shoes: list[Any] = []
+        for emit in emits:
+            seq = batch.seq = batch.seq + 1
+            msg_id = f"{self._table}-{self._meta.epoch}-{seq}-{secrets.token_hex(4)}"
+            message: Any
+            if isinstance(emit.message, FloorRound):
+                message = msgspec.structs.replace(emit.message, seq=seq, msg_id=msg_id, chain_seq=seq - 1,
+                                                  chain_head=batch.link.hex())
+            else:
+                message = msgspec.structs.replace(emit.message, seq=seq, msg_id=msg_id)
+            channel = _channel_name(emit.channel)
+            mrow = MessageRow(seq, entry, msg_id, channel, emit.device, bool(emit.retain), int(emit.qos),
+                              msgspec.json.encode(message))
+            batch.message_row(mrow)
+            rows.append(_outbox_row(mrow))
+            pending.append((seq, _topic(channel, emit.device) if mrow.retain else None))
+            key = message_round(message)
+            if key is not None:
+                current = key
+                if message_schema(message) in ROUND_COMPLETE_SCHEMAS:
+                    closing = key
+            shoes.append(getattr(message, "shoe", None))
+        changes = _after_shoes(state, entry, shoes)
+        spots = state.spots
+        if isinstance(inp.event, SpotChanged):
+            spot_key = (inp.event.device, inp.event.spot)
+            spots = (*(s for s in spots if (s[0], s[1]) != spot_key), (*spot_key, entry))
+        devices = state.devices
+        if device is not None and device_seq is not None:
+            devices = {**devices, device: device_seq}
+        state = msgspec.structs.replace(state, round=current, devices=devices, spots=spots, **changes)
+        state, block = self._after_batch(state, batch, ts, closing)
+        return state, rows, block
 
     def _committed(self, state: State, marked: Sequence[int]) -> None:
         self._state = state
@@ -743,7 +792,7 @@ class Journal:
             marked = tuple(self._marked)
             state, marks = self._take_marks(conn, batch, state)
             state, block = self._after_batch(state, batch, self._marked_ts or _now(), None)
-            self._commit(conn, batch, state, marks=marks, block=block, synchronous=False)
+            self._commit(conn, batch, state, marks=marks, blocks=[block] if block else [], synchronous=False)
             self._committed(state, marked)
 
     # ------------------------------------------------------------------ relay side
