@@ -22,6 +22,7 @@ not acknowledged, with its topic when retained).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from tablesense.daemon.journal.seal import (
     MessageRow,
     Row,
     decode_row,
+    decode_rows,
     describe,
     hint,
     link,
@@ -192,6 +194,7 @@ _STATE_DEC = msgspec.msgpack.Decoder(State)
 _STATE_LABEL = b"tablesense journal state v2"
 
 
+@functools.lru_cache(maxsize=8)
 def meta_bytes(meta: Meta) -> bytes:
     """The meta record as sealed (inside every state seal)."""
     return _META_ENC.encode(meta)
@@ -381,17 +384,21 @@ def _ranges(values: list[int]) -> str:
     return ", ".join(out)
 
 
+_Unpacked = tuple[dict[int, bytes], list[tuple[bytes, Row]], dict[int, int]]
+"""An unpacked archive unit: hints by block id, rows in chain order, and the position of each entry."""
+
+
 class UnitCache:
     """The last few unpacked archive units (reading the blocks of one unit unpacks it once)."""
 
     def __init__(self, size: int = 2) -> None:
         self.size = size
-        self._units: dict[int, tuple[dict[int, bytes], list[tuple[bytes, Row]]]] = {}
+        self._units: dict[int, _Unpacked] = {}
 
-    def get(self, unit: int) -> tuple[dict[int, bytes], list[tuple[bytes, Row]]] | None:
+    def get(self, unit: int) -> _Unpacked | None:
         return self._units.get(unit)
 
-    def put(self, unit: int, value: tuple[dict[int, bytes], list[tuple[bytes, Row]]]) -> None:
+    def put(self, unit: int, value: _Unpacked) -> None:
         self._units.pop(unit, None)
         self._units[unit] = value
         while len(self._units) > self.size:
@@ -401,32 +408,44 @@ class UnitCache:
         self._units.pop(unit, None)
 
 
-def read_unit(conn: sqlite3.Connection, unit: int, where: str
-              ) -> tuple[dict[int, bytes], list[tuple[bytes, Row]]]:
-    """The hints and rows of archive unit ``unit`` (unverified). :class:`JournalDamaged` when missing."""
+def read_unit(conn: sqlite3.Connection, unit: int, where: str) -> _Unpacked:
+    """The hints, rows and entry positions of archive unit ``unit`` (unverified). :class:`JournalDamaged`
+    when its rows are missing or unreadable."""
     parts = conn.execute("SELECT id, CAST(part AS BLOB) FROM archive WHERE id BETWEEN ? AND ? ORDER BY id",
                          archive_keys(unit)).fetchall()
     keys = [int(p[0]) for p in parts]
     if not keys or keys != list(range(unit * ARCHIVE_PARTS, unit * ARCHIVE_PARTS + len(keys))):
         raise JournalDamaged(f"{where}: archived rows missing (deleted)")
-    return unpack_unit(b"".join(bytes(p[1]) for p in parts), where)
+    hints, rows = unpack_unit(b"".join(bytes(p[1]) for p in parts), where)
+    positions = {row.entry: i for i, (_, row) in enumerate(rows) if not isinstance(row, MessageRow)}
+    return hints, rows, positions
 
 
 def block_blobs(conn: sqlite3.Connection, block: Block, cache: UnitCache | None = None
                 ) -> tuple[list[bytes], bytes]:
     """The block's row bytes in chain order and their hints (unverified)."""
+    blobs, hints, _ = _block_contents(conn, block, cache)
+    return blobs, hints
+
+
+def _block_contents(conn: sqlite3.Connection, block: Block, cache: UnitCache | None
+                    ) -> tuple[list[bytes], bytes, list[Row] | None]:
+    """:func:`block_blobs` and, for an archived block, the rows already decoded."""
     if not block.unit:
-        return _raw_blobs(conn, block)
+        blobs, hints = _raw_blobs(conn, block)
+        return blobs, hints, None
     unpacked = cache.get(block.unit) if cache is not None else None
     if unpacked is None:
         unpacked = read_unit(conn, block.unit, block.label)
         if cache is not None:
             cache.put(block.unit, unpacked)
-    hints, rows = unpacked
-    blobs = [blob for blob, row in rows
-             if (block.first_seq <= row.seq <= block.last_seq if isinstance(row, MessageRow)
-                 else block.id <= row.entry <= block.last_entry)]
-    return blobs, hints.get(block.id, b"")
+    hints, rows, positions = unpacked
+    start = positions.get(block.id)
+    if start is None:
+        raise JournalDamaged(f"{block.label}: not in its archive unit {block.unit}")
+    end = positions.get(block.last_entry + 1, len(rows))
+    mine = rows[start:end]
+    return [blob for blob, _ in mine], hints.get(block.id, b""), [row for _, row in mine]
 
 
 def archive_keys(unit: int) -> tuple[int, int]:
@@ -450,7 +469,7 @@ def verified_rows(conn: sqlite3.Connection, key: bytes, block: Block, cache: Uni
     from ``link_before`` over every row ends at ``link_after``. Raises :class:`JournalDamaged` naming the
     first row whose link differs from its stored hint (the first row altered, inserted or removed), or
     the block when only its closing link differs."""
-    blobs, hints = block_blobs(conn, block, cache)
+    blobs, hints, decoded = _block_contents(conn, block, cache)
     if len(hints) != HINT_BYTES * len(blobs):
         raise JournalDamaged(f"{block.label}: {len(blobs)} rows but {len(hints) // HINT_BYTES} hints")
     current = block.link_before
@@ -466,7 +485,7 @@ def verified_rows(conn: sqlite3.Connection, key: bytes, block: Block, cache: Uni
                                  "it removed, without the key)")
         raise JournalDamaged(f"{block.label}: its rows do not end at the block's sealed link (a row removed "
                              "or altered at its end, or the link itself altered)")
-    rows = [decode_row(b, f"{block.label} row {i + 1}") for i, b in enumerate(blobs)]
+    rows = decoded if decoded is not None else decode_rows(blobs, block.label)
     _check_order(block, rows)
     return rows
 

@@ -53,6 +53,7 @@ __all__ = [
     "Row",
     "chain",
     "decode_row",
+    "decode_rows",
     "describe",
     "encode_row",
     "genesis",
@@ -139,6 +140,17 @@ def decode_row(blob: bytes, where: str) -> Row:
         return _DECODER.decode(blob)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise JournalDamaged(f"{where} is not a journal row: {exc}") from None
+
+
+def decode_rows(blobs: Sequence[bytes], where: str) -> list[Row]:
+    """:func:`decode_row` of each of ``blobs`` (``where`` names the block in the error)."""
+    decode = _DECODER.decode
+    try:
+        return [decode(b) for b in blobs]
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        for i, blob in enumerate(blobs):
+            decode_row(blob, f"{where} row {i + 1}")
+        raise
 
 
 def genesis(key: bytes, table: str, epoch: str, created_at: str) -> bytes:

@@ -91,6 +91,9 @@ MARK_BATCH = 256
 """Acknowledgements recorded together: a mark entry is written once this many are waiting, ..."""
 MARK_DELAY = 5.0
 """... or once the oldest has waited this long (seconds), or with the next append, whichever is first."""
+UNACKED_MAX = 100_000
+"""Messages appended by this process and not yet acknowledged that are tracked in memory (beyond it,
+:meth:`Journal.mark_delivered` asks the file)."""
 RECENT_BYTES = 8 << 20
 """Messages this process appended are kept in memory (up to this many payload bytes) so the relay
 reads what it was just handed without a round trip to the file."""
@@ -200,6 +203,11 @@ def _topic(channel: str, device: str | None) -> str:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _iso(moment: float) -> str:
+    """A ``time.time()`` value as ISO 8601 UTC with milliseconds and ``Z``."""
+    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _after_shoes(state: State, entry: int, shoes: Sequence[Any]) -> dict[str, Any]:
@@ -326,9 +334,11 @@ class Journal:
         self._recent_bytes = 0
         self._blocks_cache: OrderedDict[int, list[Row]] = OrderedDict()
         self._units = bk.UnitCache()
+        self._startup_rows: dict[int, list[Row]] = {}
         self._marked: dict[int, None] = {}
         self._marked_since = 0.0
-        self._marked_ts = ""
+        self._marked_at = 0.0
+        self._unacked: set[int] = set()
         self._db_id: tuple[int, int] | None = None
         self._wal_id: tuple[int, int] | None = None
         self._broken: str | None = None
@@ -421,8 +431,9 @@ class Journal:
             self._check_head_record(header)
             self._check_pending(conn)
             self._verify_tail(conn)
-        self._db_id = self._file_id(self.path)
-        self._wal_id = self._file_id(self._wal_path)
+        self._db_name, self._wal_name = str(self.path), str(self._wal_path)
+        self._db_id = self._file_id(self._db_name)
+        self._wal_id = self._file_id(self._wal_name)
 
     def _quick_check(self, conn: sqlite3.Connection) -> None:
         """``PRAGMA quick_check`` of every table but the archive (whose rows are sealed and read whole),
@@ -486,7 +497,7 @@ class Journal:
                 raise JournalDamaged(f"journal {self.path}: {block.label} does not follow {previous.label} "
                                      "(a block deleted or its links altered)")
             rows = bk.verified_rows(conn, self._key, block, self._units)
-            self._cache_block(block, rows)
+            self._startup_rows[block.id] = rows  # for the replay that follows the open
             for row in rows:
                 if isinstance(row, MessageRow):
                     unmarked.add(row.seq)
@@ -509,7 +520,7 @@ class Journal:
         return self._dir / (JOURNAL_FILE + "-wal")
 
     @staticmethod
-    def _file_id(path: Path) -> tuple[int, int] | None:
+    def _file_id(path: Path | str) -> tuple[int, int] | None:
         try:
             st = os.stat(path)
         except FileNotFoundError:
@@ -541,11 +552,11 @@ class Journal:
         file cannot be recovered here: every later write raises."""
         if self._broken is not None:
             raise JournalDamaged(self._broken)
-        if self._file_id(self.path) != self._db_id:
+        if self._file_id(self._db_name) != self._db_id:
             self._broken = (f"journal {self.path} was deleted or replaced while tablesense was running: "
                             "nothing more is journaled (restart tablesense)")
             raise JournalDamaged(self._broken)
-        wal = self._file_id(self._wal_path)
+        wal = self._file_id(self._wal_name)
         if self._wal_id is None:
             self._wal_id = wal
             return
@@ -589,6 +600,7 @@ class Journal:
         """Write ``batch``'s rows, the pending and mark bookkeeping, the closed ``blocks`` and the sealed
         ``state`` in one transaction; on failure roll back and raise the classified error."""
         data = bk.encode_state(state)
+        sealed = bk.state_seal(self._key, self._meta, data)
         try:
             if conn.in_transaction:  # a previous failure left one open
                 conn.execute("ROLLBACK")
@@ -604,11 +616,12 @@ class Journal:
                     conn.executemany("INSERT INTO pending VALUES (?, ?)", pending)
                 if marks:
                     conn.executemany("DELETE FROM pending WHERE seq BETWEEN ? AND ?", marks)
-                conn.executemany("INSERT INTO blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-                                 [(b.id, b.last_entry, b.first_seq, b.last_seq, b.shoe, b.round, b.started_ts,
-                                   b.ended_ts, b.link_before, b.link_after) for b in blocks])
-                conn.execute("UPDATE state SET data = ?, seal = ? WHERE id = 1",
-                             (data, bk.state_seal(self._key, self._meta, data)))
+                if blocks:
+                    conn.executemany("INSERT INTO blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                                     [(b.id, b.last_entry, b.first_seq, b.last_seq, b.shoe, b.round,
+                                       b.started_ts, b.ended_ts, b.link_before, b.link_after)
+                                      for b in blocks])
+                conn.execute("UPDATE state SET data = ?, seal = ? WHERE id = 1", (data, sealed))
                 conn.execute("COMMIT")
             finally:
                 if not synchronous:
@@ -653,7 +666,7 @@ class Journal:
         if not self._marked:
             return state, []
         ranges = _merge_ranges(self._marked)
-        ts = self._marked_ts or _now()
+        ts = _iso(self._marked_at) if self._marked_at else _now()
         batch.entry_row(lambda entry: MarkRow(entry, ts, ranges))
         topics = {(c, d): s for c, d, s in state.topics}
         placeholders = ",".join("?" * len(self._marked))
@@ -713,6 +726,8 @@ class Journal:
             for rows in out:
                 for row in rows:
                     self._remember(row)
+                    if len(self._unacked) < UNACKED_MAX:
+                        self._unacked.add(row.seq)
         return out
 
     def _add_input(self, batch: _Batch, state: State, kind: str, payload: bytes, device: str | None,
@@ -759,11 +774,12 @@ class Journal:
 
     def _committed(self, state: State, marked: Sequence[int]) -> None:
         self._state = state
+        self._startup_rows.clear()
         if marked:
             for seq in marked:
                 self._marked.pop(seq, None)
             if not self._marked:
-                self._marked_since, self._marked_ts = 0.0, ""
+                self._marked_since, self._marked_at = 0.0, 0.0
         self._record_head()
 
     def _remember(self, row: OutboxRow) -> None:
@@ -791,7 +807,8 @@ class Journal:
             batch = _Batch(self._key, state)
             marked = tuple(self._marked)
             state, marks = self._take_marks(conn, batch, state)
-            state, block = self._after_batch(state, batch, self._marked_ts or _now(), None)
+            ts = _iso(self._marked_at) if self._marked_at else _now()
+            state, block = self._after_batch(state, batch, ts, None)
             self._commit(conn, batch, state, marks=marks, blocks=[block] if block else [], synchronous=False)
             self._committed(state, marked)
 
@@ -813,16 +830,19 @@ class Journal:
                 return
             if not 1 <= row_id <= self._state.last_seq:
                 raise KeyError(f"journal holds no outbox row {row_id}")
-            try:
-                waiting = self._db().execute("SELECT 1 FROM pending WHERE seq = ?", (row_id,)).fetchone()
-            except sqlite3.Error as exc:
-                raise classify_sqlite_error(exc, "mark_delivered") from None
-            if waiting is None:
-                return  # already acknowledged
+            if row_id in self._unacked:
+                self._unacked.discard(row_id)
+            else:  # not appended by this process (or beyond the memory bound): ask the file
+                try:
+                    waiting = self._db().execute("SELECT 1 FROM pending WHERE seq = ?", (row_id,)).fetchone()
+                except sqlite3.Error as exc:
+                    raise classify_sqlite_error(exc, "mark_delivered") from None
+                if waiting is None:
+                    return  # already acknowledged
             if not self._marked:
                 self._marked_since = time.monotonic()
             self._marked[row_id] = None
-            self._marked_ts = _now()
+            self._marked_at = time.time()
             if self._marks_due():
                 self.flush_marks()
 
@@ -953,6 +973,9 @@ class Journal:
 
     def _block_rows(self, conn: sqlite3.Connection, block: Block) -> list[Row]:
         """The verified rows of ``block`` (closed blocks cached; the open block read each time)."""
+        startup = self._startup_rows.pop(block.id, None)
+        if startup is not None and (not block.is_open or self._state.entry == block.last_entry):
+            return startup  # verified when the journal was opened, nothing written since
         if not block.is_open:
             cached = self._blocks_cache.get(block.id)
             if cached is not None:
