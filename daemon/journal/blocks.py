@@ -432,8 +432,8 @@ def _block_contents(conn: sqlite3.Connection, block: Block, cache: UnitCache | N
                     ) -> tuple[list[bytes], bytes, list[Row] | None]:
     """:func:`block_blobs` and, for an archived block, the rows already decoded."""
     if not block.unit:
-        blobs, hints = _raw_blobs(conn, block)
-        return blobs, hints, None
+        blobs, raw_hints = _raw_blobs(conn, block)
+        return blobs, raw_hints, None
     unpacked = cache.get(block.unit) if cache is not None else None
     if unpacked is None:
         unpacked = read_unit(conn, block.unit, block.label)
