@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: the sealed journal (issues 5, 11, 15; not a test, nothing asserted).
+"""Benchmark: the sealed journal (not a test, nothing asserted).
 
 Run: ``.venv/bin/python benchmarks/bench_journal.py [--dir DIR] [--rounds 400] [--startup-rounds 200000]
 [--keep DIR]``. ``--dir`` should be on the disk the journal will live on (default: the system temp dir;

@@ -1,4 +1,4 @@
-"""Issue 11 defect 2: the journal's WAL deleted under a running daemon, and ``msg_id`` reuse.
+"""The journal's WAL deleted under a running daemon, and ``msg_id`` reuse.
 
 Before: deleting ``journal.sqlite-wal`` mid-run went unnoticed; after a restart the rows committed since
 the last checkpoint were gone, ``seq`` started again below them, and 48 ``msg_id`` values

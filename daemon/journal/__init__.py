@@ -1,9 +1,9 @@
-"""The table's sealed write-ahead journal, transactional outbox, game recall and audit (issue 5;
-docs/journal.md).
+"""The table's sealed write-ahead journal, transactional outbox, game recall and audit
+(docs/journal.md).
 
 ``Journal`` (writer, one process), ``open_for_recall`` (read-only, any process) and ``audit`` (``tablesense
 verify``). Every row is sealed in one HMAC-SHA256 hash chain under the table's key (``load_key``). Knows
-SQLite and message rows; no game rules (design.md "Layers and their rooms").
+SQLite and message rows; no game rules.
 """
 
 from tablesense.daemon.journal.audit import AuditReport, audit

@@ -1,6 +1,6 @@
 """Game recall: full records of the last rounds, read from the journal by any process, also while the
-daemon is writing it (issue 5 "Game recall"; devices-and-standards.md §3.2: the current game and at
-least the 9 before it, AGCO / Fla. Admin. Code 75-14.043).
+daemon is writing it: the current game and at least the 9 before it (AGCO "most recent game plus 9
+prior"; Fla. Admin. Code 75-14.043 "last 10 games").
 
 :func:`open_for_recall` opens ``journal.sqlite`` with a separate read-only connection
 (``file:...?mode=ro``); WAL mode lets it read a consistent snapshot without blocking the writer. It
@@ -12,8 +12,8 @@ shows a forged row as genuine (a row that fails its seal makes :class:`JournalDa
   cards included, locked wagers, settlements, alarms, spot changes, commands, timestamps, void flag);
 * the round still open: the public cards of its latest ``RoundState``, the settlements and alarms
   published so far, the spot changes and operator commands journaled so far, and a count of the cards
-  drawn that are not public yet. Face-down cards of an open round are never shown (information barrier,
-  issue 4): they appear in recall once the round is complete.
+  drawn that are not public yet. Face-down cards of an open round are never shown (the information
+  barrier): they appear in recall once the round is complete.
 """
 
 from __future__ import annotations

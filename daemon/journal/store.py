@@ -1,4 +1,4 @@
-"""The write-ahead journal and transactional outbox, sealed (issue 5; ecosystem.md §1.9; docs/journal.md).
+"""The write-ahead journal and transactional outbox, sealed (docs/journal.md).
 
 One SQLite file, ``journal.sqlite``, in the configured journal directory, in WAL mode with
 ``synchronous=FULL`` so that a committed append survives power loss, not only a process crash
@@ -82,8 +82,8 @@ JOURNAL_FILE = "journal.sqlite"
 LOCK_FILE = "journal.lock"
 """The writer's lock file; it also holds the last chain head this writer committed (:meth:`_record_head`)."""
 MIN_RETENTION_ROUNDS = 10
-"""Game recall keeps the current round and at least the 9 before it (devices-and-standards.md §3.2:
-AGCO "most recent game plus 9 prior", Fla. Admin. Code 75-14.043 "last 10 games")."""
+"""Game recall keeps the current round and at least the 9 before it (AGCO "most recent game plus 9
+prior", Fla. Admin. Code 75-14.043 "last 10 games")."""
 ROUND_COMPLETE_SCHEMAS = frozenset({str(FloorRound.__struct_config__.tag)})
 """Message schemas that mark their round complete (the floor record is published once a round ends)."""
 
@@ -97,10 +97,15 @@ UNACKED_MAX = 100_000
 RECENT_BYTES = 8 << 20
 """Messages this process appended are kept in memory (up to this many payload bytes) so the relay
 reads what it was just handed without a round trip to the file."""
-PRUNE_BATCH = 32
-"""Blocks deleted per retention transaction (each holds the journal lock for a few milliseconds)."""
-VACUUM_STEP = 256
-"""Pages freed per ``PRAGMA incremental_vacuum`` step (1 MiB with 4 KiB pages)."""
+PRUNE_BATCH = 16
+"""Blocks deleted per retention transaction (one archive unit: the lock is held for a few ms)."""
+VACUUM_STEP = 64
+"""Pages freed per ``PRAGMA incremental_vacuum`` step (256 KiB with 4 KiB pages)."""
+WAL_LIMIT = 8 << 20
+"""``PRAGMA journal_size_limit``: the WAL file is truncated to this size when it restarts."""
+WAL_CHECKPOINT_AT = 64 << 20
+"""A WAL this large is checkpointed by the next write itself (normally :meth:`Journal.prune` does it
+in the background long before: the writer's automatic checkpoint is off, so no append pays for one)."""
 
 HEAD_MAGIC = b"TSJ2"
 HEAD_RECORD_BYTES = 4 + 8 + 8 + 8 + 32 + 32
@@ -408,10 +413,7 @@ class Journal:
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise JournalUnwritable(f"journal {self.path}: cannot switch to WAL mode (got {mode!r})")
-        conn.execute("PRAGMA synchronous=FULL")
-        if self._max_size_bytes is not None:
-            page = int(conn.execute("PRAGMA page_size").fetchone()[0])
-            conn.execute(f"PRAGMA max_page_count={max(1, self._max_size_bytes // page)}")
+        self._configure(conn)
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         has_tables = conn.execute("SELECT count(*) FROM sqlite_schema WHERE type='table'").fetchone()[0]
         if version == 0 and not has_tables:
@@ -434,6 +436,17 @@ class Journal:
         self._db_name, self._wal_name = str(self.path), str(self._wal_path)
         self._db_id = self._file_id(self._db_name)
         self._wal_id = self._file_id(self._wal_name)
+
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        """The writer connection's settings: every commit fsynced; no automatic checkpoint in the commit
+        (maintenance checkpoints in the background, :meth:`_checkpoint`); the WAL file truncated when it
+        restarts; the hard size cap."""
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
+        if self._max_size_bytes is not None:
+            page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            conn.execute(f"PRAGMA max_page_count={max(1, self._max_size_bytes // page)}")
 
     def _quick_check(self, conn: sqlite3.Connection) -> None:
         """``PRAGMA quick_check`` of every table but the archive (whose rows are sealed and read whole),
@@ -556,11 +569,18 @@ class Journal:
             self._broken = (f"journal {self.path} was deleted or replaced while tablesense was running: "
                             "nothing more is journaled (restart tablesense)")
             raise JournalDamaged(self._broken)
-        wal = self._file_id(self._wal_name)
+        try:
+            st = os.stat(self._wal_name)
+            wal: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except FileNotFoundError:
+            st, wal = None, None
         if self._wal_id is None:
             self._wal_id = wal
             return
         if wal == self._wal_id:
+            if st is not None and st.st_size > WAL_CHECKPOINT_AT:  # maintenance is not running
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             return
         try:
             saved = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -569,10 +589,7 @@ class Journal:
                                                 timeout=10.0)
             conn.execute("PRAGMA busy_timeout=10000")
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            if self._max_size_bytes is not None:
-                page = int(conn.execute("PRAGMA page_size").fetchone()[0])
-                conn.execute(f"PRAGMA max_page_count={max(1, self._max_size_bytes // page)}")
+            self._configure(conn)
             header = bk.read_header(conn, self._key, str(self.path))
         except sqlite3.Error as exc:
             self._broken = f"journal {self.path}: its WAL file was deleted and recovery failed: {exc}"
@@ -889,8 +906,8 @@ class Journal:
 
     def retained_latest(self) -> list[OutboxRow]:
         """The latest *delivered* message of every retained ``(channel, device)``, in ``seq`` order: what
-        the relay republishes after a reconnect (the broker may have lost retained messages, ecosystem.md
-        §1.9 item 9). Undelivered retained rows are not included: the relay publishes them in order
+        the relay republishes after a reconnect (a broker restarted without persistence has lost its
+        retained messages). Undelivered retained rows are not included: the relay publishes them in order
         anyway, and republishing them early would break the table-wide ``seq`` order."""
         with self._lock:
             self.flush_marks()
@@ -1092,7 +1109,7 @@ class Journal:
 
     def last_device_seq(self, device: str) -> int | None:
         """The device ``seq`` of the latest journaled event from ``device`` (``None`` if never heard), so
-        the app can tell cards were missed while it was down (issue 5, crash recovery)."""
+        the app can tell cards were missed while it was down (crash recovery)."""
         return self._state.devices.get(device)
 
     # ------------------------------------------------------------------ retention
@@ -1115,9 +1132,26 @@ class Journal:
         with self._maintenance:
             self.flush_marks()
             self._archive_closed()
+            self._drop_archived_raw_rows()
             deleted = self._apply_retention(now or datetime.now(UTC))
             self._vacuum()
+            self._checkpoint()
             return deleted
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the journal file from a connection of its own, without the journal lock: a
+        passive checkpoint never blocks the writer (https://www.sqlite.org/wal.html#ckpt). The writer's
+        next commit then restarts the WAL from its beginning."""
+        if self._stopping.is_set():
+            return
+        try:
+            side = sqlite3.connect(self._db_name, timeout=1.0, isolation_level=None)
+            try:
+                side.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            finally:
+                side.close()
+        except sqlite3.Error as exc:
+            raise classify_sqlite_error(exc, "checkpoint") from None
 
     def stop_maintenance(self) -> None:
         """Make a running :meth:`prune` return after its current step (shutdown; :meth:`close` does it)."""
@@ -1155,27 +1189,54 @@ class Journal:
             data = pack_unit(parts)
             with self._lock:
                 conn = self._db()
-                try:
-                    conn.execute("PRAGMA synchronous=NORMAL")
-                    try:
-                        conn.execute("BEGIN IMMEDIATE")
-                        conn.executemany("INSERT INTO archive VALUES (?, ?)", bk.archive_rows(unit, data))
-                        for block in group:
-                            conn.execute("DELETE FROM log WHERE id BETWEEN ? AND ?",
-                                         (block.id, block.last_entry))
-                            conn.execute("DELETE FROM outbox WHERE seq BETWEEN ? AND ?",
-                                         (block.first_seq, block.last_seq))
-                        conn.execute("UPDATE blocks SET unit = ? WHERE id BETWEEN ? AND ?",
-                                     (unit, group[0].id, group[-1].id))
-                        conn.execute("COMMIT")
-                    finally:
-                        conn.execute("PRAGMA synchronous=FULL")
-                except sqlite3.Error as exc:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                    raise classify_sqlite_error(exc, "archive") from None
+                self._write_quietly(conn, [
+                    ("INSERT INTO archive VALUES (?, ?)", bk.archive_rows(unit, data)),
+                    ("UPDATE blocks SET unit = ? WHERE id BETWEEN ? AND ?",
+                     [(unit, group[0].id, group[-1].id)])],
+                    "archive")
                 for block in group:
                     self._blocks_cache.pop(block.id, None)
+            for block in group:  # the hot rows they replace, a block per transaction
+                if self._stopping.is_set():
+                    return
+                with self._lock:
+                    self._write_quietly(self._db(), [
+                        ("DELETE FROM log WHERE id BETWEEN ? AND ?", [(block.id, block.last_entry)]),
+                        ("DELETE FROM outbox WHERE seq BETWEEN ? AND ?",
+                         [(block.first_seq, block.last_seq)])],
+                        "archive")
+
+    def _drop_archived_raw_rows(self) -> None:
+        """Hot rows below the first block not archived yet belong to archived or deleted blocks (left by
+        an archive step cut short): delete them."""
+        with self._lock:
+            conn = self._db()
+            try:
+                row = conn.execute(f"SELECT {bk.BLOCK_COLS} FROM blocks INDEXED BY blocks_raw WHERE unit = 0 "
+                                   "ORDER BY id LIMIT 1").fetchone()
+            except sqlite3.Error as exc:
+                raise classify_sqlite_error(exc, "archive") from None
+            first = bk._block(row) if row is not None else bk.open_block(self._state)
+            self._write_quietly(conn, [("DELETE FROM log WHERE id < ?", [(first.id,)]),
+                                       ("DELETE FROM outbox WHERE seq < ?", [(first.first_seq,)])], "archive")
+
+    def _write_quietly(self, conn: sqlite3.Connection, statements: list[tuple[str, list[tuple[Any, ...]]]],
+                       what: str) -> None:
+        """Run ``statements`` (SQL, parameter rows) in one transaction committed without an fsync of its
+        own (maintenance: redone if lost; the next append's fsync makes it durable). Call with the lock."""
+        try:
+            conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                for sql, params in statements:
+                    conn.executemany(sql, params)
+                conn.execute("COMMIT")
+            finally:
+                conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise classify_sqlite_error(exc, what) from None
 
     def _verify_blobs(self, block: Block, blobs: list[bytes]) -> list[Row]:
         """The decoded rows of ``block`` once their chain is recomputed (an altered block is never
@@ -1225,7 +1286,7 @@ class Journal:
 
     def _apply_retention(self, now: datetime) -> int:
         """Delete blocks retention no longer needs, oldest first, whole archive units only, at most
-        :data:`PRUNE_BATCH` units per locked transaction."""
+        at most :data:`PRUNE_BATCH` blocks (one unit) per locked transaction."""
         deleted = 0
         while not self._stopping.is_set():
             with self._lock:
@@ -1267,7 +1328,7 @@ class Journal:
             where += f" AND unit NOT IN ({','.join(map(str, sorted(kept_units)))})"
         if keep:
             where += f" AND id NOT IN ({','.join(str(b.id) for b in sorted(keep, key=lambda b: b.id))})"
-        params.append(PRUNE_BATCH * UNIT_BLOCKS)
+        params.append(PRUNE_BATCH)
         found = [bk._block(r) for r in conn.execute(
             f"SELECT {bk.BLOCK_COLS} FROM blocks WHERE {where} ORDER BY id LIMIT ?", params).fetchall()]
         if found and found[-1].unit:  # the last unit may continue beyond what was found: whole units only
@@ -1317,7 +1378,7 @@ class Journal:
         self._committed(new_state, ())
         return rows
 
-    def _vacuum(self, max_steps: int = 64) -> None:
+    def _vacuum(self, max_steps: int = 256) -> None:
         """Give freed pages back to the file system, :data:`VACUUM_STEP` pages per locked step."""
         for _ in range(max_steps):
             if self._stopping.is_set():
