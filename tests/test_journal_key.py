@@ -81,8 +81,8 @@ def test_run_without_a_key_does_not_start(tmp_path: Path, monkeypatch: pytest.Mo
     (tmp_path / "table.toml").write_text(config_text(tmp_path))
     env = {k: v for k, v in os.environ.items() if k != CREDENTIALS_ENV}
     env["PYTHONPATH"] = str(ROOT)
-    out = subprocess.run([sys.executable, "-m", "tablesense", "run", "--config", str(tmp_path / "table.toml")],
-                         capture_output=True, text=True, env=env, timeout=60)
+    out = subprocess.run([sys.executable, "-m", "tablesense", "run", "--config",
+                          str(tmp_path / "table.toml")], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "journal.key_file" in out.stderr
 
 
