@@ -687,10 +687,10 @@ class Journal:
         batch.entry_row(lambda entry: MarkRow(entry, ts, ranges))
         topics = {(c, d): s for c, d, s in state.topics}
         placeholders = ",".join("?" * len(self._marked))
-        for seq, topic in conn.execute(f"SELECT seq, topic FROM pending WHERE seq IN ({placeholders})",
-                                       tuple(self._marked)).fetchall():
+        for seq, topic in conn.execute(f"SELECT seq, CAST(topic AS BLOB) FROM pending WHERE seq IN "
+                                       f"({placeholders})", tuple(self._marked)).fetchall():
             if topic is not None:
-                channel, _, device = str(topic).partition("\x1f")
+                channel, _, device = bytes(topic).decode(errors="replace").partition("\x1f")
                 key = (channel, device or None)
                 topics[key] = max(topics.get(key, 0), int(seq))
         state = msgspec.structs.replace(
@@ -908,10 +908,25 @@ class Journal:
         """The latest *delivered* message of every retained ``(channel, device)``, in ``seq`` order: what
         the relay republishes after a reconnect (a broker restarted without persistence has lost its
         retained messages). Undelivered retained rows are not included: the relay publishes them in order
-        anyway, and republishing them early would break the table-wide ``seq`` order."""
+        anyway, and republishing them early would break the table-wide ``seq`` order. Acknowledgements
+        not recorded yet count (they are recorded first when the journal can be written)."""
         with self._lock:
-            self.flush_marks()
-            return self._rows(sorted(s for _, _, s in self._state.topics))
+            with contextlib.suppress(JournalUnwritable):  # a full disk: read what is there
+                self.flush_marks()
+            topics = {(c, d): s for c, d, s in self._state.topics}
+            if self._marked:
+                marked = tuple(self._marked)
+                try:
+                    found = self._db().execute(
+                        f"SELECT seq, CAST(topic AS BLOB) FROM pending WHERE topic IS NOT NULL AND seq IN "
+                        f"({','.join('?' * len(marked))})", marked).fetchall()
+                except sqlite3.Error as exc:
+                    raise classify_sqlite_error(exc, "read") from None
+                for seq, topic in found:
+                    channel, _, device = bytes(topic).decode(errors="replace").partition("\x1f")
+                    key = (channel, device or None)
+                    topics[key] = max(topics.get(key, 0), int(seq))
+            return self._rows(sorted(topics.values()))
 
     def messages_by_seq(self, from_seq: int, to_seq: int, limit: int = 10_000) -> list[OutboxRow]:
         """The journaled messages with ``from_seq <= seq <= to_seq`` (at most ``limit``), delivered or not,
