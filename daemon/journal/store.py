@@ -1173,9 +1173,10 @@ class Journal:
         self._stopping.set()
 
     def _archive_closed(self) -> None:
-        """Archive closed blocks :data:`UNIT_BLOCKS` at a time (oldest first): read them under the lock,
-        verify and compress them without it, then swap the raw rows for the archive rows in one short
-        transaction. The rows and the chain do not change, only how they are stored."""
+        """Archive closed blocks :data:`UNIT_BLOCKS` at a time (oldest first): read them a block per hold
+        of the lock, verify and compress them without it, write the archive rows a few at a time, switch
+        the blocks over in one short transaction, then delete the hot rows they replace a block at a
+        time. The rows and the chain do not change, only how they are stored."""
         while not self._stopping.is_set():
             with self._lock:
                 conn = self._db()
@@ -1183,16 +1184,22 @@ class Journal:
                     found = [bk._block(r) for r in conn.execute(
                         f"SELECT {bk.BLOCK_COLS} FROM blocks INDEXED BY blocks_raw WHERE unit = 0 "
                         "ORDER BY id LIMIT ?", (UNIT_BLOCKS,)).fetchall()]
-                    group = found[:1]
-                    for block in found[1:]:
-                        if block.id != group[-1].last_entry + 1:
-                            break
-                        group.append(block)
-                    if len(group) < UNIT_BLOCKS:
-                        return
-                    raw = [bk.block_blobs(conn, b) for b in group]
                 except sqlite3.Error as exc:
                     raise classify_sqlite_error(exc, "archive") from None
+            group = found[:1]
+            for block in found[1:]:
+                if block.id != group[-1].last_entry + 1:
+                    break
+                group.append(block)
+            if len(group) < UNIT_BLOCKS:
+                return
+            raw = []
+            for block in group:  # a block per hold of the lock (closed blocks change only here)
+                with self._lock:
+                    try:
+                        raw.append(bk.block_blobs(self._db(), block))
+                    except sqlite3.Error as exc:
+                        raise classify_sqlite_error(exc, "archive") from None
             parts = []
             for block, (blobs, hints) in zip(group, raw, strict=True):
                 rows = self._verify_blobs(block, blobs)
@@ -1201,14 +1208,14 @@ class Journal:
                             if isinstance(row, MessageRow)]
                 parts.append((block.id, hints, entries, messages))
             unit = group[0].id
-            data = pack_unit(parts)
+            rows_of_unit = bk.archive_rows(unit, pack_unit(parts))
+            for i in range(0, len(rows_of_unit), 16):  # the parts a few at a time, then the switch
+                with self._lock:
+                    self._write_quietly(self._db(), [("INSERT OR REPLACE INTO archive VALUES (?, ?)",
+                                                      rows_of_unit[i:i + 16])], "archive")
             with self._lock:
-                conn = self._db()
-                self._write_quietly(conn, [
-                    ("INSERT INTO archive VALUES (?, ?)", bk.archive_rows(unit, data)),
-                    ("UPDATE blocks SET unit = ? WHERE id BETWEEN ? AND ?",
-                     [(unit, group[0].id, group[-1].id)])],
-                    "archive")
+                self._write_quietly(self._db(), [("UPDATE blocks SET unit = ? WHERE id BETWEEN ? AND ?",
+                                                  [(unit, group[0].id, group[-1].id)])], "archive")
                 for block in group:
                     self._blocks_cache.pop(block.id, None)
             for block in group:  # the hot rows they replace, a block per transaction
