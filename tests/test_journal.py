@@ -479,3 +479,40 @@ def test_append_accepts_every_channel(tmp_path: Path, traffic: Traffic) -> None:
         rows = j.append(inp, [Emit(c, msg, device="x" if c is Channel.DEVICE else None) for c in Channel])
         assert [r.channel for r in rows] == [c.value for c in Channel]
         assert rows[[c for c in Channel].index(Channel.DEVICE)].device == "x"
+
+
+def test_replay_by_seq_reads_stored_messages_and_chain_head(tmp_path: Path, traffic: Traffic) -> None:
+    """``messages_by_seq`` (for ``cmd/replay``): every journaled message in the range, delivered or not,
+    the stored bytes, archived or not; pruned ones absent, ``first_seq`` the lowest held. ``chain_head``
+    is the head after the last row, and each floor record carries the head just before its own row."""
+    with Journal(tmp_path, TABLE, retention_rounds=10) as j:
+        assert j.chain_head() == (0, j.chain_head()[1]) and len(j.chain_head()[1]) == 64
+        assert j.first_seq() is None and j.messages_by_seq(1, 10) == []
+        written = feed(j, traffic.new_shoe())
+        for _ in range(40):
+            before = j.chain_head()
+            rows = feed(j, traffic.baccarat_round())
+            floor = decode_message(next(r for r in rows if r.channel == "floor/rounds").payload)
+            assert isinstance(floor, FloorRound) and floor.chain_seq == floor.seq - 1
+            assert floor.chain_head != before[1]  # rows of the round came between
+            written += rows
+        deliver_all(j)
+        assert j.messages_by_seq(1, j.last_seq, limit=100_000) == written
+        assert j.messages_by_seq(5, 9) == written[4:9] and j.messages_by_seq(5, 9, limit=2) == written[4:6]
+        assert j.messages_by_seq(j.last_seq + 1, j.last_seq + 5) == []
+        seq, head = j.chain_head()
+        assert seq == j.last_seq and head == audit(tmp_path, load_key()).chain_head
+        for _ in range(2):
+            feed(j, traffic.new_shoe())
+            feed(j, traffic.baccarat_round())
+        deliver_all(j)
+        assert j.prune() > 0  # the first units go
+        first = j.first_seq()
+        assert first is not None and first > 1
+        got = j.messages_by_seq(1, first + 2)
+        assert [r.seq for r in got] == [first, first + 1, first + 2]
+        assert got == [r for r in written if first <= r.seq <= first + 2]
+        with pytest.raises(ValueError):
+            j.messages_by_seq(1, 2, limit=0)
+    with Journal(tmp_path, TABLE, retention_rounds=10) as j:  # from the file, verified, after a restart
+        assert j.messages_by_seq(first, first + 2) == got
