@@ -393,9 +393,11 @@ class Journal:
 
     def chain_head(self) -> tuple[int, str]:
         """``(chain_seq, chain_head)``: the highest message ``seq`` the chain head covers, and the head
-        (64 lowercase hex digits: the HMAC-SHA256 link after the last row, delivery marks included)."""
-        with self._lock:
-            return self._state.last_seq, self._state.head.hex()
+        (64 lowercase hex digits: the HMAC-SHA256 link after the last row, delivery marks included).
+        Never blocks (safe from the event loop); :meth:`messages_by_seq` and the other reads do I/O and
+        take the journal's lock: call them from a worker thread."""
+        state = self._state  # one immutable record, replaced whole by each commit: no lock needed
+        return state.last_seq, state.head.hex()
 
     # ------------------------------------------------------------------ open / check
 
