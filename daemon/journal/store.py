@@ -107,6 +107,9 @@ WAL_CHECKPOINT_AT = 64 << 20
 """A WAL this large is checkpointed by the next write itself (normally :meth:`Journal.prune` does it
 in the background long before: the writer's automatic checkpoint is off, so no append pays for one)."""
 
+_YIELD_ROWS = 32
+"""Rows a maintenance loop handles between two looks for appends in flight (:meth:`_after_appends`)."""
+
 HEAD_MAGIC = b"TSJ2"
 HEAD_RECORD_BYTES = 4 + 8 + 8 + 8 + 32 + 32
 """The head record in ``journal.lock``: magic, epoch, entry, last seq, chain head, seal."""
@@ -333,6 +336,8 @@ class Journal:
         self._lock = threading.RLock()
         self._maintenance = threading.Lock()
         self._stopping = threading.Event()
+        self._appending = 0
+        self._appending_lock = threading.Lock()
         self._lock_fd: int | None = None
         self._conn: sqlite3.Connection | None = None
         self._recent: OrderedDict[int, OutboxRow] = OrderedDict()
@@ -720,6 +725,16 @@ class Journal:
         commit, bulk loads); the errors are :meth:`append`'s."""
         encoded = [(encode_event(inp.event), event_device(inp.event), str(inp.ts), inp, emits)
                    for inp, emits in items]
+        with self._appending_lock:
+            self._appending += 1
+        try:
+            return self._append_encoded(encoded)
+        finally:
+            with self._appending_lock:
+                self._appending -= 1
+
+    def _append_encoded(self, encoded: list[tuple[tuple[str, bytes], tuple[str | None, int | None], str,
+                                                  TimedInput, Sequence[Emit]]]) -> list[list[OutboxRow]]:
         with self._lock:
             conn = self._db()
             self._check_files(conn)
@@ -1170,6 +1185,15 @@ class Journal:
         except sqlite3.Error as exc:
             raise classify_sqlite_error(exc, "checkpoint") from None
 
+    def _after_appends(self) -> None:
+        """Maintenance gives way: while an append is in flight in another thread, wait (up to 50 ms a
+        time). Python runs one thread at a time, and a thread waiting for the interpreter can wait a
+        whole switch interval (5 ms) each time: CPU-bound maintenance beside an append would delay it
+        several times over. Appends come first; maintenance runs in the gaps between them."""
+        deadline = time.monotonic() + 0.05
+        while self._appending and time.monotonic() < deadline:
+            time.sleep(0.0002)
+
     def stop_maintenance(self) -> None:
         """Make a running :meth:`prune` return after its current step (shutdown; :meth:`close` does it)."""
         self._stopping.set()
@@ -1209,6 +1233,7 @@ class Journal:
                 messages = [(row.channel, b) for b, row in zip(blobs, rows, strict=True)
                             if isinstance(row, MessageRow)]
                 parts.append((block.id, hints, entries, messages))
+                self._after_appends()
             unit = group[0].id
             rows_of_unit = bk.archive_rows(unit, pack_unit(parts))
             for i in range(0, len(rows_of_unit), 16):  # the parts a few at a time, then the switch
@@ -1264,15 +1289,20 @@ class Journal:
 
     def _verify_blobs(self, block: Block, blobs: list[bytes]) -> list[Row]:
         """The decoded rows of ``block`` once their chain is recomputed (an altered block is never
-        archived: :class:`JournalDamaged` naming its first failing row)."""
+        archived: :class:`JournalDamaged` naming its first failing row). A background step: it gives
+        way to appends every :data:`_YIELD_ROWS` rows (:meth:`_after_appends`)."""
         current = block.link_before
-        for blob in blobs:
+        rows: list[Row] = []
+        for i, blob in enumerate(blobs):
             current = link(self._key, current, blob)
+            rows.append(decode_row(blob, block.label))
+            if i % _YIELD_ROWS == _YIELD_ROWS - 1:
+                self._after_appends()
         if current != block.link_after:
             with self._lock:  # name the row
                 bk.verified_rows(self._db(), self._key, block)
             raise JournalDamaged(f"journal {self.path}: {block.label} fails its seal")
-        return [decode_row(b, block.label) for b in blobs]
+        return rows
 
     def _used_bytes(self, conn: sqlite3.Connection) -> int:
         pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
