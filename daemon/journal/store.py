@@ -1186,11 +1186,11 @@ class Journal:
             raise classify_sqlite_error(exc, "checkpoint") from None
 
     def _after_appends(self) -> None:
-        """Maintenance gives way: while an append is in flight in another thread, wait (up to 50 ms a
-        time). Python runs one thread at a time, and a thread waiting for the interpreter can wait a
-        whole switch interval (5 ms) each time: CPU-bound maintenance beside an append would delay it
-        several times over. Appends come first; maintenance runs in the gaps between them."""
-        deadline = time.monotonic() + 0.05
+        """Maintenance gives way: while an append is in flight in another thread, wait (up to 10 ms a
+        time, so that maintenance still makes progress beside a table dealing as fast as it can). Python
+        runs one thread at a time, and a thread waiting for the interpreter can wait a whole switch
+        interval (5 ms) each time: CPU-bound maintenance beside an append would delay it over and over."""
+        deadline = time.monotonic() + 0.01
         while self._appending and time.monotonic() < deadline:
             time.sleep(0.0002)
 
