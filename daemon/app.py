@@ -64,7 +64,14 @@ import msgspec
 
 from tablesense.daemon import sdnotify
 from tablesense.daemon.config import TableConfig
-from tablesense.daemon.journal import Journal, JournalDamaged, JournalUnwritable, OutboxRow
+from tablesense.daemon.journal import (
+    Journal,
+    JournalDamaged,
+    JournalKeyError,
+    JournalUnwritable,
+    OutboxRow,
+    load_key,
+)
 from tablesense.daemon.journal.codec import encode_event
 from tablesense.daemon.journal.store import ROUND_COMPLETE_SCHEMAS, message_schema
 from tablesense.daemon.logging import bind_round, bind_table, get_logger
@@ -78,7 +85,7 @@ from tablesense.drivers.link import DeviceLink
 from tablesense.drivers.protocols.tsref import SEQ_MODULUS
 
 __all__ = ["COMMAND_BURST", "COMMAND_RATE", "PRUNE_EVERY_ROUNDS", "STOP_SIGNALS", "App", "CommandRateLimit",
-           "StartupError", "broker_settings", "mqtt_settings", "now_iso"]
+           "StartupError", "broker_settings", "journal_key", "mqtt_settings", "now_iso"]
 
 log = get_logger(component="app")
 
@@ -192,6 +199,17 @@ def broker_settings(config: TableConfig) -> tuple[MqttSettings, ssl.SSLContext |
     return settings, tls
 
 
+def journal_key(config: TableConfig) -> bytes:
+    """The table's journal sealing key from ``[journal] key_file`` (docs/journal.md "The key").
+
+    Raises :class:`StartupError` (one line naming the file) when it is missing, unreadable, too short or
+    accessible by other users, or names a systemd credential outside a service."""
+    try:
+        return load_key(config.journal.key_file)
+    except JournalKeyError as exc:
+        raise StartupError(str(exc)) from None
+
+
 def _seq_behind(seq: int, last: int) -> bool:
     """``seq`` is ``last`` or up to :data:`RESEND_WINDOW` frames before it (modulo the wrap)."""
     return (last - seq) % SEQ_MODULUS < RESEND_WINDOW
@@ -256,6 +274,7 @@ class App:
         self.prunes = 0
         """:meth:`Journal.prune` calls made (tests)."""
         self._rounds_since_prune = 0
+        self._prune_task: asyncio.Task[None] | None = None
         self.refusal: str | None = None
         """Why settling is refused (the journal was damaged at start), ``None`` when running normally."""
 
@@ -265,10 +284,12 @@ class App:
         cfg = self.config
         bind_table(cfg.table)
         settings, tls = broker_settings(cfg)
+        key = journal_key(cfg)
         try:
-            self.journal = Journal(cfg.journal.directory, cfg.table,
+            self.journal = Journal(cfg.journal.directory, cfg.table, key=key,
                                    retention_rounds=cfg.journal.retention_rounds,
-                                   retention_days=float(cfg.journal.retention_days))
+                                   retention_days=float(cfg.journal.retention_days) or None,
+                                   max_size=cfg.journal.max_size_bytes)
             self.machine = self._rebuilt_machine()
         except JournalUnwritable as exc:
             if self.journal is not None:
@@ -370,6 +391,10 @@ class App:
                 log.exception("relay_stop_failed")
             watchdog.cancel()
             await asyncio.gather(watchdog, return_exceptions=True)
+            if self._prune_task is not None:  # maintenance stops after its current step
+                if self.journal is not None:
+                    self.journal.stop_maintenance()
+                await asyncio.gather(self._prune_task, return_exceptions=True)
             if self._install_signals:
                 for sig in STOP_SIGNALS:
                     loop.remove_signal_handler(sig)
@@ -486,14 +511,24 @@ class App:
         return reply.ok, reply.reason
 
     async def _prune_if_due(self) -> None:
-        """Prune the journal (in a worker thread) once :data:`PRUNE_EVERY_ROUNDS` rounds completed."""
+        """Start the journal's maintenance (:meth:`Journal.prune`: archive, retention, space) in the
+        background once :data:`PRUNE_EVERY_ROUNDS` rounds completed. It runs in a worker thread beside
+        the inputs, never awaited by them: each of its steps holds the journal lock for a few
+        milliseconds at most, so no settlement waits for it (benchmarks/bench_journal.py)."""
         if self._rounds_since_prune < PRUNE_EVERY_ROUNDS or self.journal is None:
             return
         self._rounds_since_prune = 0
+        if self._prune_task is None or self._prune_task.done():
+            self._prune_task = asyncio.create_task(self._prune(self.journal), name="journal-prune")
+
+    async def _prune(self, journal: Journal) -> None:
         try:
-            deleted = await asyncio.to_thread(self.journal.prune)
+            deleted = await asyncio.to_thread(journal.prune)
         except (JournalUnwritable, JournalDamaged) as exc:
             log.error("journal_prune_failed", error=str(exc))
+            return
+        except Exception:  # never let maintenance take the table down
+            log.exception("journal_prune_failed")
             return
         self.prunes += 1
         log.info("journal_pruned", rows=deleted)

@@ -26,6 +26,7 @@ COMMANDS: tuple[str, ...] = (
     "demo",
     "signage",
     "recall",
+    "verify",
     "simulate",
     "capture",
     "replay",

@@ -59,6 +59,7 @@ __all__ = [
     "WagerConfig",
     "load_config",
     "parse_config",
+    "parse_size",
 ]
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -175,17 +176,50 @@ class MqttConfig(_Strict, frozen=True):
 
 
 class JournalConfig(_Strict, frozen=True):
-    """Where the SQLite journal lives and how long delivered rows are kept (issue 5).
+    """Where the SQLite journal lives, the key that seals it, and how long rounds are kept (issue 5).
 
+    ``key_file``: the table's journal sealing key (docs/journal.md "The key"): an absolute path, or a
+    bare systemd credential name (default ``journal-key``: ``$CREDENTIALS_DIRECTORY/journal-key``, from
+    ``LoadCredential=journal-key:/etc/tablesense/<table>.journal-key`` in the unit).
     ``retention_rounds``: complete rounds always kept (at least 10: game recall shows the current round
     and the 9 before it, devices-and-standards.md §3.2, Fla. Admin. Code 75-14.043). ``retention_days``:
     a round older than that is deleted only once it also ended more than this many days ago (0: by
-    round count alone). Undelivered rows are never deleted (:meth:`daemon.journal.Journal.prune`).
+    round count alone). ``max_size``: when the journal's used size exceeds this many bytes (an integer,
+    or a string such as ``"2 GiB"``, ``"500 MB"``; 0: no bound), older rounds are deleted regardless of
+    ``retention_days``, never the last 10. Undelivered rows are never deleted
+    (:meth:`daemon.journal.Journal.prune`).
     """
 
     directory: str = "/var/lib/tablesense"
+    key_file: str = "journal-key"
     retention_rounds: int = 1000
     retention_days: int = 90
+    max_size: int | str = "2 GiB"
+
+    @property
+    def max_size_bytes(self) -> int | None:
+        """``max_size`` in bytes (``None``: unbounded). Raises ``ValueError`` for a bad size."""
+        return parse_size(self.max_size) or None
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(|b|kb|mb|gb|tb|kib|mib|gib|tib)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20,
+          "gib": 1 << 30, "tib": 1 << 40}
+
+
+def parse_size(value: int | str) -> int:
+    """A byte count from an integer or ``"<n> <unit>"`` (B, kB/MB/GB/TB: powers of 10; KiB/MiB/GiB/TiB:
+    powers of 2). Raises ``ValueError`` naming the value."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a size")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{value} must not be negative")
+        return value
+    m = _SIZE.match(value)
+    if m is None:
+        raise ValueError(f"{value[:40]!r} is not a size (e.g. 2147483648, \"2 GiB\", \"500 MB\")")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
 class BurnConfig(_Strict, frozen=True):
@@ -613,6 +647,14 @@ def _validate_misc(cfg: TableConfig) -> None:
         raise _err("integrity.advantage_threshold", str(exc).removeprefix("advantage_threshold: ")) from None
     if not cfg.journal.directory.strip():
         raise _err("journal.directory", "empty")
+    if not cfg.journal.key_file.strip():
+        raise _err("journal.key_file", "empty (an absolute path, or a systemd credential name)")
+    try:
+        size = parse_size(cfg.journal.max_size)
+    except ValueError as exc:
+        raise _err("journal.max_size", str(exc)) from None
+    if size and not 1 << 20 <= size <= 1 << 50:
+        raise _err("journal.max_size", f"{size} bytes must be 0 (no bound) or from 1 MiB to 1 PiB")
     if not 0 <= cfg.journal.retention_days <= 100_000:
         raise _err("journal.retention_days", f"{cfg.journal.retention_days} must be 0 to 100000")
     if cfg.journal.retention_rounds > 1_000_000_000:

@@ -371,6 +371,10 @@ class FloorRound(Message, frozen=True, tag="tablesense.floor_round"):
         commands: operator commands about the round.
         baccarat, boxes, dealer, board: the full results (dealer includes the hole card).
         opened_ts, locked_ts, completed_ts: ISO-8601 UTC times of betting open, lock, completion.
+        chain_seq, chain_head: the journal's hash chain just before this record's own row: the highest
+            ``seq`` the head covers and the head (64 hex digits, HMAC-SHA256; docs/journal.md). A floor
+            system keeps them: ``tablesense verify --head SEQ:HEAD`` later proves the table's journal
+            still holds that exact history (filled in by the journal, like ``seq`` and ``msg_id``).
     """
 
     game: str
@@ -389,6 +393,8 @@ class FloorRound(Message, frozen=True, tag="tablesense.floor_round"):
     opened_ts: str | None = None
     locked_ts: str | None = None
     completed_ts: str | None = None
+    chain_seq: int = 0
+    chain_head: str = ""
 
 
 # --- table info (signage) -------------------------------------------------------------------------

@@ -3,9 +3,15 @@
 ``--device-url URL`` points the hardware-in-the-loop suite (``tests/hil``, marker ``hil``) at a real
 device (or a separately started simulator); the environment variable ``TABLESENSE_HIL_URL`` does the
 same. Without either, the HIL tests are skipped with a reason saying so.
+
+Every test runs with ``$CREDENTIALS_DIRECTORY`` set to a directory holding a journal key (``_journal_key``).
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,3 +20,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--device-url", action="store", default=None, metavar="URL",
                      help="device for the hil tests: a serial path, socket://, rfc2217:// or usb:// URL "
                           "(or set TABLESENSE_HIL_URL)")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _journal_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every journal is sealed with its table's key (docs/journal.md "The key"). The tests run as a
+    systemd service would: ``$CREDENTIALS_DIRECTORY`` holds the credential ``journal-key``, the default
+    ``[journal] key_file``, so configs and journals without an explicit key use it, in this process and
+    in the daemons and commands it starts."""
+    from tablesense.daemon.journal.key import CREDENTIALS_ENV, DEFAULT_KEY_FILE, write_new_key
+
+    directory = tmp_path_factory.mktemp("credentials")
+    write_new_key(directory / DEFAULT_KEY_FILE)
+    saved = os.environ.get(CREDENTIALS_ENV)
+    os.environ[CREDENTIALS_ENV] = str(directory)
+    yield directory / DEFAULT_KEY_FILE
+    if saved is None:
+        os.environ.pop(CREDENTIALS_ENV, None)
+    else:
+        os.environ[CREDENTIALS_ENV] = saved

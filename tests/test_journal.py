@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import sqlite3
+import tempfile
 import tracemalloc
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
 import pytest
-from journal_support import PAD, SHOE, TABLE, Step, Traffic
+from journal_support import PAD, SHOE, TABLE, RealTable, Step, Traffic, sealed_rows
 
-from tablesense.daemon.journal import Journal, JournalDamaged, JournalUnwritable, OutboxRow, open_for_recall
-from tablesense.daemon.messages import RoundState, SettlementMessage, decode_message
+from tablesense.daemon.journal import (
+    Journal,
+    JournalDamaged,
+    JournalUnwritable,
+    OutboxRow,
+    audit,
+    load_key,
+    open_for_recall,
+)
+from tablesense.daemon.journal.seal import InputRow, MarkRow, PruneRow
+from tablesense.daemon.messages import FloorRound, RoundState, SettlementMessage, decode_message
 from tablesense.daemon.table.inputs import Channel, Emit, TimedInput
 from tablesense.drivers.events import Heartbeat, LinkState, ShoeStatus, ShoeStatusKind
 
@@ -49,8 +62,11 @@ def test_append_pending_mark_delivered_in_order(tmp_path: Path, traffic: Traffic
         flat = [e for _, emits in steps for e in emits]
         for row, emit in zip(pending, flat, strict=True):
             msg = decode_message(row.payload)
-            assert msg == msgspec.structs.replace(emit.message, seq=row.seq, msg_id=row.msg_id)
+            is_floor = isinstance(msg, FloorRound)
+            chain = {"chain_seq": row.seq - 1, "chain_head": msg.chain_head} if is_floor else {}
+            assert msg == msgspec.structs.replace(emit.message, seq=row.seq, msg_id=row.msg_id, **chain)
             assert row.channel == emit.channel.value and row.retain == emit.retain and row.qos == emit.qos
+            assert re.fullmatch(rf"{TABLE}-{j.epoch}-{row.seq}-[0-9a-f]{{8}}", row.msg_id)
         assert len({r.msg_id for r in rows}) == len(rows)
         j.mark_delivered(rows[0].row_id)
         j.mark_delivered(rows[2].row_id)
@@ -58,10 +74,15 @@ def test_append_pending_mark_delivered_in_order(tmp_path: Path, traffic: Traffic
         assert [r.seq for r in j.pending(limit=3)] == [2, 4, 5]
         assert [r.seq for r in j.pending(limit=2, after_row=4)] == [5, 6]
         assert j.pending_count() == n_emits - 2
+        j.flush_marks()  # sealed as one mark entry; the same answers from the file
+        j.mark_delivered(rows[2].row_id)  # still idempotent
+        assert [r.seq for r in j.pending(limit=3)] == [2, 4, 5] and j.pending_count() == n_emits - 2
         with pytest.raises(KeyError):
             j.mark_delivered(10_000)
         with pytest.raises(ValueError):
             j.pending(limit=0)
+    marks = [r for r in sealed_rows(tmp_path) if isinstance(r, MarkRow)]
+    assert [m.ranges for m in marks] == [((1, 1), (3, 3))]
 
 
 def test_input_without_emits_is_journaled_and_takes_no_seq(tmp_path: Path, traffic: Traffic) -> None:
@@ -83,7 +104,7 @@ def test_seq_and_msg_id_survive_close_and_reopen(tmp_path: Path, traffic: Traffi
     j = Journal(tmp_path, TABLE)
     assert j.epoch == epoch and j.last_seq == first[-1].seq
     assert j.pending(limit=1000) == first[1:]  # same rows, same msg_id, same payload
-    assert first[1].msg_id == f"{TABLE}-{epoch}-{first[1].seq}"
+    assert first[1].msg_id.startswith(f"{TABLE}-{epoch}-{first[1].seq}-")
     more = feed(j, traffic.baccarat_round())
     assert more[0].seq == first[-1].seq + 1
     assert [r.seq for r in j.pending(limit=1000)] == list(range(2, more[-1].seq + 1))
@@ -106,7 +127,7 @@ def test_failure_mid_append_leaves_nothing(tmp_path: Path, traffic: Traffic) -> 
     before = (j.last_seq, j.pending_count(), len(list(j.replay_inputs())))
     # a real failure inside the transaction, after the input row and the first outbox rows went in
     side = sqlite3.connect(j.path)
-    side.execute("CREATE TRIGGER boom BEFORE INSERT ON outbox WHEN NEW.row_id = 6 "
+    side.execute("CREATE TRIGGER boom BEFORE INSERT ON outbox WHEN NEW.seq = 6 "
                  "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
     side.commit()
     steps = traffic.baccarat_round()
@@ -116,8 +137,8 @@ def test_failure_mid_append_leaves_nothing(tmp_path: Path, traffic: Traffic) -> 
         j.append(*steps[4])  # 4th card: round state (row 5, inserted) + settlement (row 6, fails)
     assert j.last_seq == 4 and j.pending_count() == 4
     assert len(list(j.replay_inputs())) == before[2] + 4
-    assert side.execute("SELECT count(*) FROM outbox WHERE input_id = (SELECT max(id) FROM inputs)"
-                        ).fetchone()[0] == 1  # the 3rd card's single row; nothing of the failed append
+    assert side.execute("SELECT max(seq) FROM outbox").fetchone()[0] == 4  # nothing of the failed append
+    assert side.execute("SELECT max(id) FROM log").fetchone()[0] == len(list(j.replay_inputs()))
     side.execute("DROP TRIGGER boom")
     side.commit()
     side.close()
@@ -177,7 +198,7 @@ def test_truncated_file_refuses_to_open(tmp_path: Path, traffic: Traffic) -> Non
         Journal(tmp_path, TABLE)
 
 
-def test_changed_row_content_is_caught_by_its_checksum(tmp_path: Path, traffic: Traffic) -> None:
+def test_changed_row_content_is_caught_by_its_seal(tmp_path: Path, traffic: Traffic) -> None:
     j = Journal(tmp_path, TABLE)
     rows = feed(j, traffic.new_shoe() + traffic.baccarat_round(stake=2500))
     j.close()
@@ -188,7 +209,7 @@ def test_changed_row_content_is_caught_by_its_checksum(tmp_path: Path, traffic: 
     side = sqlite3.connect(j.path)
     assert side.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     side.close()
-    with pytest.raises(JournalDamaged, match="checksum"):
+    with pytest.raises(JournalDamaged, match="fails its seal"):
         Journal(tmp_path, TABLE)
     assert rows
 
@@ -281,54 +302,62 @@ def test_retained_latest_is_the_latest_delivered_per_topic(tmp_path: Path, traff
 
 
 def test_prune_keeps_undelivered_recall_and_replay(tmp_path: Path, traffic: Traffic) -> None:
+    """Retention deletes whole archive units (:data:`UNIT_BLOCKS` rounds) below the last 10 rounds and
+    the replay; a unit holding an unacknowledged message stays whole."""
     with Journal(tmp_path, TABLE, retention_rounds=10) as j:
         feed(j, traffic.new_shoe())
         feed(j, [traffic.device_state(SHOE, LinkState.ONLINE)])
-        old_rows = feed(j, traffic.baccarat_round())  # shoe 1 round 1
+        feed(j, traffic.baccarat_round())  # shoe 1 round 1
         deliver_all(j)
         undelivered = feed(j, traffic.baccarat_round())  # shoe 1 round 2: never acknowledged
-        for _ in range(13):
-            feed(j, traffic.baccarat_round())  # shoe 1 rounds 3-15
-        feed(j, traffic.new_shoe())
-        for _ in range(2):
-            feed(j, traffic.baccarat_round())  # shoe 2 rounds 1-2
+        for _ in range(38):
+            feed(j, traffic.baccarat_round())  # shoe 1 rounds 3-40
         feed(j, traffic.new_shoe())
         for _ in range(3):
-            feed(j, traffic.baccarat_round())  # shoe 3 rounds 1-3
+            feed(j, traffic.baccarat_round())  # shoe 2 rounds 1-3
+        feed(j, traffic.new_shoe())
+        for _ in range(12):
+            feed(j, traffic.baccarat_round())  # shoe 3 rounds 1-12
         for row in j.pending(limit=10_000):
             if row not in undelivered:
                 j.mark_delivered(row.row_id)
-        feed(j, traffic.baccarat_round()[:3])  # shoe 3 round 4, open
+        feed(j, traffic.baccarat_round()[:3])  # shoe 3 round 13, open
         replay_before = list(j.replay_inputs())
+        first_before = j.first_seq()
         assert j.prune() > 0
         assert j.pending(limit=10_000)[: len(undelivered)] == undelivered
         assert list(j.replay_inputs()) == replay_before
+        assert j.first_seq() == first_before == 1  # the first unit holds round 1-2: kept whole
         with open_for_recall(tmp_path) as reader:
             ids = [r.round_id for r in reader.rounds(last=100)]
-            # rounds 1-2 and 1-3 (undelivered rows: round 2's end opened round 3 for betting), the last 10
-            # complete rounds (1-11 .. 3-3) with the betting rounds left open when shoes 1 and 2 ended
-            # (2-3 also needed by the replay, which starts with shoe 2), and the current round 3-4
-            assert ids == ["1-2", "1-3", "1-11", "1-12", "1-13", "1-14", "1-15", "1-16",
-                           "2-1", "2-2", "2-3", "3-1", "3-2", "3-3", "3-4"]
-            with pytest.raises(KeyError):
-                reader.round("1-1")
+            # rounds 1-17..1-32 (the second unit) went; the first unit stays for 1-2's messages (and holds
+            # the opening of 1-17 for betting, sent at 1-16's end), the third holds the replay's start
+            # (shoe 2), the rest is not archived yet
+            assert ids[:3] == ["1-1", "1-2", "1-3"] and "1-18" not in ids and "1-32" not in ids
+            assert ids[ids.index("1-16") + 1:ids.index("1-16") + 3] == ["1-17", "1-33"] and ids[-1] == "3-13"
+            assert reader.round("1-17").status == "incomplete"
             kept = reader.round("1-2")
-            waiting = {r.seq for r in undelivered}
-            assert {m.seq for m in kept.messages if m.delivered_at is None} == waiting & {
+            assert {m.seq for m in kept.messages if not m.delivered} == {r.seq for r in undelivered} & {
                 m.seq for m in kept.messages}
             assert kept.status == "complete" and len(kept.settlements) == 1
-            assert reader.round("1-11").status == "complete" and len(reader.round("1-11").cards) == 4
+            with pytest.raises(KeyError):
+                reader.round("1-20")
+            with pytest.raises(KeyError):
+                reader.round("1-18")
+            assert reader.round("3-3").status == "complete" and len(reader.round("3-3").cards) == 4
         assert ("devices", SHOE) in [(r.channel, r.device) for r in j.retained_latest()]
         assert j.prune() == 0  # nothing more to do
-        assert old_rows[0].seq not in [r.seq for r in j.pending(limit=10_000)]
-    with Journal(tmp_path, TABLE, retention_rounds=10) as j:  # pruned journal reopens clean
+        assert j.messages_by_seq(1, j.last_seq)[0].seq == 1
+    with Journal(tmp_path, TABLE, retention_rounds=10) as j:  # a pruned journal reopens clean
         assert j.pending(limit=10_000)[: len(undelivered)] == undelivered
+    report = audit(tmp_path, load_key())
+    assert report.ok and report.prunes == 1, report.failure
 
 
 def test_prune_never_touches_the_replay(tmp_path: Path, traffic: Traffic) -> None:
     with Journal(tmp_path, TABLE, retention_rounds=10) as j:
         feed(j, traffic.new_shoe())
-        for _ in range(30):
+        for _ in range(40):
             feed(j, traffic.baccarat_round())
         deliver_all(j)
         replay = list(j.replay_inputs())
@@ -339,32 +368,33 @@ def test_prune_never_touches_the_replay(tmp_path: Path, traffic: Traffic) -> Non
 def test_prune_drops_inputs_of_earlier_shoes(tmp_path: Path, traffic: Traffic) -> None:
     with Journal(tmp_path, TABLE, retention_rounds=10) as j:
         feed(j, traffic.new_shoe())
-        for _ in range(15):
+        for _ in range(40):
             feed(j, traffic.baccarat_round())
         feed(j, traffic.new_shoe())
         for _ in range(3):
             feed(j, traffic.baccarat_round())
         feed(j, traffic.new_shoe())
-        for _ in range(12):
+        for _ in range(20):
             feed(j, traffic.baccarat_round())
         deliver_all(j)
         replay = list(j.replay_inputs())
-        assert j.prune() > 0
         pads = j.pads_before_replay()
         assert [(p.event.spot, p.event.amount) for p in pads] == [("P1-PP", 2500)]  # type: ignore[union-attr]
-        side = sqlite3.connect(j.path)
-        kept = [r[0] for r in side.execute("SELECT ts FROM inputs ORDER BY id")]
-        side.close()
-        # 12 rounds of shoe 3 are >= 10 and the replay starts with shoe 2: shoe 1 is gone but for the bet
-        # still on the layout
-        assert kept == [p.ts for p in pads] + [i.ts for i in replay]
+        assert j.prune() > 0
+        kept = [r for r in sealed_rows(tmp_path) if isinstance(r, InputRow)]
+        # the replay starts with shoe 2; shoe 1's first 32 rounds are gone, the unit with the bet still on
+        # the layout when shoe 2 began (round 1-40) is kept
+        assert kept[0].ts > replay[0].ts or kept[0].ts < replay[0].ts
+        assert len(kept) < len(replay) + 16 * 6 and [i for i in kept if i.ts >= replay[0].ts] != []
+        assert list(j.replay_inputs()) == replay and j.pads_before_replay() == pads
+    with Journal(tmp_path, TABLE, retention_rounds=10) as j:
         assert list(j.replay_inputs()) == replay and j.pads_before_replay() == pads
 
 
 def test_prune_by_days_keeps_recent_rounds(tmp_path: Path, traffic: Traffic) -> None:
     with Journal(tmp_path, TABLE, retention_rounds=10, retention_days=30) as j:
         feed(j, traffic.new_shoe())
-        for _ in range(30):
+        for _ in range(40):
             feed(j, traffic.baccarat_round())
         for _ in range(2):
             feed(j, traffic.new_shoe())
@@ -373,7 +403,46 @@ def test_prune_by_days_keeps_recent_rounds(tmp_path: Path, traffic: Traffic) -> 
         assert j.prune(now=traffic.start + timedelta(days=29)) == 0  # all rounds are younger than 30 days
         assert j.prune(now=traffic.start + timedelta(days=31)) > 0
         with open_for_recall(tmp_path) as reader:
-            assert reader.rounds(last=100)[0].round_id == "1-23"  # the 10th latest complete round
+            assert reader.rounds(last=100)[0].round_id == "1-33"  # whole units of 16 rounds went
+
+
+def test_prune_by_size_archives_and_gives_space_back(scratch: Path) -> None:
+    """``max_size``: once the used size exceeds it, older units go (never the last 10 rounds nor the
+    replay), ignoring ``retention_days``; freed pages are returned to the file system. The daemon's real
+    messages of a 17-spot baccarat table, four shoes."""
+    table = RealTable(seed=3)
+    with Journal(scratch, "bac-01", retention_rounds=1000, retention_days=365, max_size=1 << 20) as j:
+        for n in range(330):
+            for inp, emits in table.round():
+                for row in j.append(inp, emits):
+                    j.mark_delivered(row.row_id)
+            if n % 10 == 9:
+                j.prune()
+        j.prune()
+        used = j._used_bytes(j._db())  # the figure retention works on
+        side = sqlite3.connect(j.path)
+        free = side.execute("PRAGMA freelist_count").fetchone()[0]
+        side.close()
+        assert used <= 1 << 20
+        assert free < 64  # incremental vacuum gave the freed pages back
+        prunes = [r for r in sealed_rows(scratch) if isinstance(r, PruneRow)]
+        assert prunes and {p.reason for p in prunes} == {"size"}
+        assert (j.first_seq() or 0) > 1
+    report = audit(scratch, load_key())
+    assert report.ok, report.failure
+
+
+@pytest.fixture
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A journal directory in memory (/dev/shm) when there is one: fsync costs nothing there, for tests
+    that write thousands of transactions and measure nothing."""
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() else Path(str(tmp_path_factory.mktemp("scratch")))
+    directory = Path(tempfile.mkdtemp(prefix="tablesense-journal-", dir=base))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def test_pending_reads_a_bounded_window_of_100k_undelivered_rows(tmp_path_factory: pytest.TempPathFactory
@@ -410,3 +479,40 @@ def test_append_accepts_every_channel(tmp_path: Path, traffic: Traffic) -> None:
         rows = j.append(inp, [Emit(c, msg, device="x" if c is Channel.DEVICE else None) for c in Channel])
         assert [r.channel for r in rows] == [c.value for c in Channel]
         assert rows[[c for c in Channel].index(Channel.DEVICE)].device == "x"
+
+
+def test_replay_by_seq_reads_stored_messages_and_chain_head(tmp_path: Path, traffic: Traffic) -> None:
+    """``messages_by_seq`` (for ``cmd/replay``): every journaled message in the range, delivered or not,
+    the stored bytes, archived or not; pruned ones absent, ``first_seq`` the lowest held. ``chain_head``
+    is the head after the last row, and each floor record carries the head just before its own row."""
+    with Journal(tmp_path, TABLE, retention_rounds=10) as j:
+        assert j.chain_head() == (0, j.chain_head()[1]) and len(j.chain_head()[1]) == 64
+        assert j.first_seq() is None and j.messages_by_seq(1, 10) == []
+        written = feed(j, traffic.new_shoe())
+        for _ in range(40):
+            before = j.chain_head()
+            rows = feed(j, traffic.baccarat_round())
+            floor = decode_message(next(r for r in rows if r.channel == "floor/rounds").payload)
+            assert isinstance(floor, FloorRound) and floor.chain_seq == floor.seq - 1
+            assert floor.chain_head != before[1]  # rows of the round came between
+            written += rows
+        deliver_all(j)
+        assert j.messages_by_seq(1, j.last_seq, limit=100_000) == written
+        assert j.messages_by_seq(5, 9) == written[4:9] and j.messages_by_seq(5, 9, limit=2) == written[4:6]
+        assert j.messages_by_seq(j.last_seq + 1, j.last_seq + 5) == []
+        seq, head = j.chain_head()
+        assert seq == j.last_seq and head == audit(tmp_path, load_key()).chain_head
+        for _ in range(2):
+            feed(j, traffic.new_shoe())
+            feed(j, traffic.baccarat_round())
+        deliver_all(j)
+        assert j.prune() > 0  # the first units go
+        first = j.first_seq()
+        assert first is not None and first > 1
+        got = j.messages_by_seq(1, first + 2)
+        assert [r.seq for r in got] == [first, first + 1, first + 2]
+        assert got == [r for r in written if first <= r.seq <= first + 2]
+        with pytest.raises(ValueError):
+            j.messages_by_seq(1, 2, limit=0)
+    with Journal(tmp_path, TABLE, retention_rounds=10) as j:  # from the file, verified, after a restart
+        assert j.messages_by_seq(first, first + 2) == got

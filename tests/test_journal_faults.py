@@ -6,16 +6,18 @@ from __future__ import annotations
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
+from journal_support import sealed_rows
 
-from tablesense.daemon.journal import Journal
+from tablesense.daemon.journal import Journal, audit, load_key
+from tablesense.daemon.journal.seal import InputRow, MarkRow, MessageRow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,26 +47,28 @@ APPENDER = textwrap.dedent("""
 
 
 def _check_consistent(directory: Path) -> tuple[int, int]:
-    """Open (integrity + checksums), check every input has exactly its rows; returns (inputs, last seq)."""
+    """Open (the start-up checks), then audit the whole chain: every input has exactly its messages,
+    ``seq`` runs without a gap, acknowledged + pending = all; returns (inputs, last seq)."""
     with Journal(directory, "t9") as j:
         last_seq = j.last_seq
         pending = j.pending(limit=1_000_000)
-    db = sqlite3.connect(directory / "journal.sqlite")
-    try:
-        seqs = [r[0] for r in db.execute("SELECT row_id FROM outbox ORDER BY row_id")]
-        assert seqs == list(range(1, last_seq + 1)), "seq strictly increasing, no gap, no hole"
-        per_input = db.execute("SELECT i.device_seq, count(o.row_id), min(o.row_id), max(o.row_id) "
-                               "FROM inputs i LEFT JOIN outbox o ON o.input_id = i.id GROUP BY i.id "
-                               "ORDER BY i.id").fetchall()
-        for device_seq, count, lo, hi in per_input:
-            assert count == device_seq % 3 + 1, f"input {device_seq} has {count} rows: half-written"
-            assert hi - lo + 1 == count
-        assert [r[0] for r in per_input] == list(range(1, len(per_input) + 1))
-        delivered = db.execute("SELECT count(*) FROM outbox WHERE delivered_at IS NOT NULL").fetchone()[0]
-        assert delivered + len(pending) == last_seq
-        return len(per_input), last_seq
-    finally:
-        db.close()
+    report = audit(directory, load_key())
+    assert report.ok, report.failure
+    rows = sealed_rows(directory)
+    seqs = [r.seq for r in rows if isinstance(r, MessageRow)]
+    assert seqs == list(range(1, last_seq + 1)), "seq strictly increasing, no gap, no hole"
+    per_input: list[tuple[int, int]] = []
+    for row in rows:
+        if isinstance(row, InputRow):
+            per_input.append((int(msgspec.json.decode(row.payload)["seq"]), 0))
+        elif isinstance(row, MessageRow):
+            per_input[-1] = (per_input[-1][0], per_input[-1][1] + 1)
+    for device_seq, count in per_input:
+        assert count == device_seq % 3 + 1, f"input {device_seq} has {count} rows: half-written"
+    assert [d for d, _ in per_input] == list(range(1, len(per_input) + 1))
+    marked = sum(hi - lo + 1 for r in rows if isinstance(r, MarkRow) for lo, hi in r.ranges)
+    assert marked + len(pending) == last_seq
+    return len(per_input), last_seq
 
 
 def test_sigkill_at_random_moments_leaves_a_clean_journal(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
-"""Journal tampering detected at open (issue 5 "Integrity", docs/journal.md): a row deleted from the
-middle of ``inputs`` or ``outbox``, a dropped table, an altered counter in ``meta`` -- all of which pass
-SQLite's own integrity check and the per-row CRCs -- make :class:`JournalDamaged`, so ``run`` goes to its
-JOURNAL_DAMAGED refusing mode. Rows deleted by retention (:meth:`Journal.prune`) are not damage."""
+"""Journal tampering with its structure detected at open (docs/journal.md "Start-up"): a row deleted from
+the middle or the end, a dropped table or index, an altered state record, a block's links or metadata
+changed -- each makes :class:`JournalDamaged`, so ``run`` goes to its JOURNAL_DAMAGED refusing mode. Blocks
+deleted by retention (:meth:`Journal.prune`, sealed as prune entries) are not damage. The forgeries of
+row contents are in tests/test_journal_seal.py."""
 
 from __future__ import annotations
 
@@ -55,18 +56,29 @@ def test_untouched_journal_reopens(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("sql", "message"), [
-    ("DELETE FROM inputs WHERE id = (SELECT min(id) + 5 FROM inputs)", "1 input row(s) missing"),
-    ("DELETE FROM outbox WHERE row_id = (SELECT min(row_id) + 7 FROM outbox)", "1 outbox row(s) missing"),
-    ("DELETE FROM outbox WHERE row_id = (SELECT max(row_id) FROM outbox)", "outbox row(s) missing"),
-    ("UPDATE meta SET last_seq = 9223372036854775807", "outbox row(s) missing"),
-    ("UPDATE meta SET last_input = last_input + 1", "input row(s) missing"),
-    ("DROP TABLE devices", "devices missing from the schema"),
-    ("DROP INDEX outbox_pending", "outbox_pending missing from the schema"),
-    ("UPDATE prune_marks SET outbox_below = 0", "prune marks missing or inconsistent"),
+    ("DELETE FROM log WHERE id = (SELECT min(id) + 5 FROM log)", "entry row(s) 6 missing"),
+    ("DELETE FROM outbox WHERE seq = (SELECT min(seq) + 7 FROM outbox)", "outbox row(s) seq 8 missing"),
+    ("DELETE FROM outbox WHERE seq = (SELECT max(seq) FROM outbox)", "outbox row(s) seq"),
+    ("DELETE FROM log WHERE id = (SELECT max(id) FROM log)", "entry row(s)"),
+    ("UPDATE state SET data = data || x'00'", "state record"),
+    ("UPDATE meta SET table_id = 'bac-8'", "state record"),
+    ("UPDATE meta SET key_id = '0000000000000000'", "sealed with another key"),
+    ("DROP TABLE pending", "pending missing from the schema"),
+    ("DROP INDEX blocks_seq", "blocks_seq missing from the schema"),
+    ("DELETE FROM blocks WHERE id = (SELECT max(id) FROM blocks)", "does not follow"),
+    ("UPDATE blocks SET link_after = zeroblob(32) WHERE id = (SELECT max(id) FROM blocks)",
+     "its rows do not end at the block's sealed link"),
+    ("UPDATE blocks SET last_entry = last_entry - 1 WHERE id = (SELECT max(id) FROM blocks)",
+     "outside the block"),
+    ("UPDATE blocks SET link_before = link_after WHERE id = (SELECT max(id) FROM blocks)", "does not follow"),
+    ("UPDATE log SET hint = x'0000' WHERE id = 3", None),  # a hint only locates a failure: not damage alone
 ])
-def test_tampering_is_damage(tmp_path: Path, sql: str, message: str) -> None:
+def test_tampering_is_damage(tmp_path: Path, sql: str, message: str | None) -> None:
     path = journal_with_rounds(tmp_path)
     tamper(path, sql)
+    if message is None:
+        Journal(tmp_path, TABLE).close()
+        return
     with pytest.raises(JournalDamaged, match=re.escape(message)):
         Journal(tmp_path, TABLE)
 
@@ -74,45 +86,38 @@ def test_tampering_is_damage(tmp_path: Path, sql: str, message: str) -> None:
 def test_pruned_journal_reopens_but_a_later_hole_is_damage(tmp_path: Path) -> None:
     t = Traffic()
     with Journal(tmp_path, TABLE, retention_rounds=10) as j:
-        for rounds in (15, 3, 12):
+        for rounds in (40, 3, 12):
             feed(j, t.new_shoe())
             for _ in range(rounds):
                 feed(j, t.baccarat_round())
         deliver_all(j)
-        assert j.prune() > 0  # shoe 1 goes: holes below the prune marks
+        assert j.prune() > 0  # whole units of shoe 1 go: a hole below the sealed base
         path = j.path
-    conn = sqlite3.connect(path)
-    below_out, below_in = conn.execute("SELECT outbox_below, inputs_below FROM prune_marks").fetchone()
-    assert below_out > 1 and below_in > 1
-    conn.close()
     with Journal(tmp_path, TABLE, retention_rounds=10) as j:  # legitimate holes: reopens clean
         feed(j, t.baccarat_round())
-    tamper(path, f"DELETE FROM outbox WHERE row_id = {below_out + 3}")
+        top = j.last_seq
+    tamper(path, f"DELETE FROM outbox WHERE seq = {top - 3}")
     with pytest.raises(JournalDamaged, match="outbox row"):
         Journal(tmp_path, TABLE, retention_rounds=10)
 
 
-def test_journal_from_before_the_marks_still_opens(tmp_path: Path) -> None:
-    """A journal written before ``prune_marks`` existed opens clean and gets marks above its rows, so
-    a row deleted after that is detected."""
-    path = journal_with_rounds(tmp_path)
-    tamper(path, "DROP TABLE prune_marks")
-    with Journal(tmp_path, TABLE) as j:
-        feed(j, Traffic().baccarat_round())
-        top = j.last_seq
-    tamper(path, f"DELETE FROM outbox WHERE row_id = {top - 1}")
-    with pytest.raises(JournalDamaged, match="outbox row"):
+def test_unsealed_journal_of_an_older_tablesense_is_refused_with_the_way_out(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "journal.sqlite")
+    conn.execute("CREATE TABLE meta (id INTEGER PRIMARY KEY)")
+    conn.execute("PRAGMA user_version=1")
+    conn.close()
+    with pytest.raises(JournalDamaged, match=r"schema version 1;.*unsealed.*move it aside"):
         Journal(tmp_path, TABLE)
 
 
 def test_app_with_a_dropped_table_runs_refusing(tmp_path: Path) -> None:
-    """``DROP TABLE devices`` made ``run`` crash with a traceback; now it is the refusing mode."""
+    """``DROP TABLE`` made ``run`` crash with a traceback; now it is the refusing mode."""
     urls = {"shoe": str(tmp_path / "s"), "pads": str(tmp_path / "p")}
     config = parse_config(sim_config_toml("baccarat", urls=urls, host="127.0.0.1", port=1,
                                           journal=tmp_path / "journal"))
     path = journal_with_rounds(tmp_path / "journal", table=config.table)
-    tamper(path, "DROP TABLE devices")
+    tamper(path, "DROP TABLE pending")
     app = App(config)
     app.open()
-    assert app.refusal is not None and "devices missing from the schema" in app.refusal
+    assert app.refusal is not None and "pending missing from the schema" in app.refusal
     assert app.journal is None and not app.links

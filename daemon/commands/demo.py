@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import structlog
 
 from tablesense.daemon.cli import UsageError
@@ -143,6 +144,12 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         urls = {"shoe": str(dev / "shoe"), "pads": str(dev / "pads")}
         config = parse_config(sim_config_toml(game, urls=urls, host=host, port=port, journal=tmp / "journal",
                                               table=f"demo-{game}", protocol=protocol))
+        # the demo table's own journal key, made fresh in its temporary directory (docs/journal.md)
+        from tablesense.daemon.journal import write_new_key
+
+        write_new_key(tmp / "journal.key")
+        config = msgspec.structs.replace(config, journal=msgspec.structs.replace(
+            config.journal, key_file=str(tmp / "journal.key")))
         if signage_port is not None:
             try:
                 signage_url, stop_signage = await start_signage(

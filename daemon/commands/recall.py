@@ -3,18 +3,22 @@
 Shows the last rounds in full from the table's journal, also while the daemon runs (a separate
 read-only connection; :mod:`daemon.journal.recall`): every card in draw order with where it went, each
 spot's locked wager, every settlement, alarms, timestamps, and whether the round was voided. The
-default is the last 10 rounds: the current round and the 9 before it (devices-and-standards.md §3.2,
-AGCO "most recent game plus 9 prior"; Fla. Admin. Code 75-14.043 "last 10 games"). Face-down cards of
-the round in progress are not shown until it is complete (information barrier, issue 4).
+default is the last 10 rounds: the current round and the 9 before it (AGCO "most recent game plus 9
+prior"; Fla. Admin. Code 75-14.043 "last 10 games"). Face-down cards of the round in progress are not
+shown until it is complete (the information barrier).
 
 ``--json`` prints a JSON list of round records (:class:`daemon.journal.RoundRecord`), oldest first.
 Money is integer minor units; with ``--config`` the human view shows it in the table's currency.
-A missing or damaged journal, an unknown round or a bad option is one line on stderr, exit 2.
+Every row shown was verified against the table's journal key first (``--key FILE``, else the config's
+``[journal] key_file``): a row that fails its seal is never shown; recall refuses, naming it. A missing,
+damaged or altered journal, a missing key, an unknown round or a bad option is one line on stderr,
+exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -28,8 +32,10 @@ from tablesense.daemon.config import ConfigError, JournalConfig, load_config
 from tablesense.daemon.journal import (
     JournalDamaged,
     JournalError,
+    JournalKeyError,
     JournalMissing,
     RoundRecord,
+    load_key,
     open_for_recall,
 )
 
@@ -49,7 +55,10 @@ def register(subparsers: Any) -> None:
                     "Default: the current round and the 9 before it.")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--journal", metavar="DIR", help="the journal directory (holds journal.sqlite)")
-    where.add_argument("--config", metavar="FILE", help="a table config: use its journal.directory")
+    where.add_argument("--config", metavar="FILE",
+                       help="a table config: use its journal.directory and key_file")
+    parser.add_argument("--key", metavar="FILE",
+                        help="the journal key file (instead of the config's key_file)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--last", metavar="N", type=int, default=10, help="how many rounds (default 10)")
     which.add_argument("--round", metavar="ID", help="one round: SHOE-ROUND (e.g. 3-17), or ROUND in the "
@@ -65,24 +74,34 @@ def run(args: argparse.Namespace) -> int:
         UsageError: no journal there, a damaged journal, an unknown round, ``--last`` below 1, a bad config.
     """
     currency, minor_unit = None, None
+    key_file = JournalConfig().key_file
     if args.config is not None:
         try:
             cfg = load_config(args.config)
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
         directory, currency, minor_unit = cfg.journal.directory, cfg.currency, cfg.minor_unit
+        key_file = cfg.journal.key_file
     else:
         directory = args.journal if args.journal is not None else JournalConfig().directory
+    if getattr(args, "key", None) is not None:
+        key_file = str(Path(args.key).absolute())
     if args.round is None and not 1 <= args.last <= MAX_LAST:
         shown = args.last if abs(args.last) < 10**30 else "a longer number"
         raise UsageError(f"--last must be at least 1 and at most {MAX_LAST}, got {shown}")
     try:
-        with open_for_recall(directory) as reader:
+        key = load_key(key_file)
+    except JournalKeyError as exc:
+        raise UsageError(f"{exc}: recall verifies every row against the table's key, so it needs it (give "
+                         "--key FILE or a config whose key_file can be read)") from None
+    try:
+        with open_for_recall(directory, key) as reader:
             records = [reader.round(args.round)] if args.round is not None else reader.rounds(args.last)
     except JournalMissing:
         raise UsageError(f"no journal in {directory} (give --journal DIR or --config FILE)") from None
     except JournalDamaged as exc:
-        raise UsageError(f"the journal is damaged, recall refused: {exc}") from None
+        raise UsageError(f"the journal is damaged or altered, recall refused: {exc} (tablesense verify names "
+                         "every check)") from None
     except JournalError as exc:
         raise UsageError(f"cannot read the journal: {exc}") from None
     except KeyError as exc:
@@ -189,7 +208,7 @@ def render_round(record: RoundRecord, currency: str | None = None, minor_unit: i
             events.add_row(e.ts, e.kind, e.device or "-", "-" if e.device_seq is None else str(e.device_seq),
                            detail)
         parts.append(events)
-    waiting = sum(1 for m in record.messages if m.delivered_at is None)
+    waiting = sum(1 for m in record.messages if not m.delivered)
     if record.messages:
         parts.append(Text(f"{len(record.messages)} message(s), seq {record.messages[0].seq}-"
                           f"{record.messages[-1].seq}, {waiting} awaiting the broker's acknowledgement",

@@ -1,17 +1,19 @@
 """Game recall: full records of the last rounds, read from the journal by any process, also while the
-daemon is writing it (issue 5 "Game recall"; devices-and-standards.md §3.2: the current game and at
-least the 9 before it, AGCO / Fla. Admin. Code 75-14.043).
+daemon is writing it: the current game and at least the 9 before it (AGCO "most recent game plus 9
+prior"; Fla. Admin. Code 75-14.043 "last 10 games").
 
 :func:`open_for_recall` opens ``journal.sqlite`` with a separate read-only connection
-(``file:...?mode=ro``); WAL mode lets it read a consistent snapshot without blocking the writer. Each
+(``file:...?mode=ro``); WAL mode lets it read a consistent snapshot without blocking the writer. It
+needs the table's key: every block it reads is verified against the sealed chain first, so recall never
+shows a forged row as genuine (a row that fails its seal makes :class:`JournalDamaged` naming it). Each
 :class:`RoundRecord` is built from the journal only:
 
 * a complete round: its ``FloorRound`` message (every card in draw order with where it went, face-down
   cards included, locked wagers, settlements, alarms, spot changes, commands, timestamps, void flag);
 * the round still open: the public cards of its latest ``RoundState``, the settlements and alarms
   published so far, the spot changes and operator commands journaled so far, and a count of the cards
-  drawn that are not public yet. Face-down cards of an open round are never shown (information barrier,
-  issue 4): they appear in recall once the round is complete.
+  drawn that are not public yet. Face-down cards of an open round are never shown (the information
+  barrier): they appear in recall once the round is complete.
 """
 
 from __future__ import annotations
@@ -19,15 +21,18 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
-from tablesense.daemon.journal.codec import decode_event
+from tablesense.daemon.journal import blocks as bk
+from tablesense.daemon.journal.codec import decode_event, event_device
 from tablesense.daemon.journal.errors import JournalDamaged, JournalError, classify_sqlite_error
-from tablesense.daemon.journal.schema import SCHEMA_VERSION, input_crc, outbox_crc
-from tablesense.daemon.journal.store import JOURNAL_FILE, MIN_RETENTION_ROUNDS
+from tablesense.daemon.journal.key import DEFAULT_KEY_FILE, load_key
+from tablesense.daemon.journal.seal import InputRow, MarkRow, MessageRow
+from tablesense.daemon.journal.store import JOURNAL_FILE, MIN_RETENTION_ROUNDS, message_schema
 from tablesense.daemon.messages import (
     AlarmMessage,
     AlarmRecord,
@@ -59,14 +64,17 @@ class JournalMissing(JournalError):
 
 class MessageRef(msgspec.Struct, kw_only=True, frozen=True):
     """One published (or still pending) message of the round: its ``seq``, ``msg_id``, schema, channel,
-    the time of the input that caused it and when the broker acknowledged it (``None``: not yet)."""
+    the time of the input that caused it, whether the broker acknowledged it and when the journal
+    recorded that (``delivered_at``; ``None`` while not acknowledged, or when the sealed mark is no
+    longer held)."""
 
     seq: int
     msg_id: str
     schema: str
     channel: str
     ts: str
-    delivered_at: str | None
+    delivered: bool = False
+    delivered_at: str | None = None
 
 
 class InputRef(msgspec.Struct, kw_only=True, frozen=True):
@@ -134,20 +142,58 @@ def round_id(shoe: Any, rnd: Any) -> str:
     return f"{shoe}-{rnd}"
 
 
-def open_for_recall(directory: Path | str) -> RecallReader:
-    """Open the journal in ``directory`` read-only for recall.
+def open_for_recall(directory: Path | str, key: bytes | None = None) -> RecallReader:
+    """Open the journal in ``directory`` read-only for recall, with the table's sealing ``key`` (``None``:
+    the default credential, :func:`daemon.journal.key.load_key`).
 
     Raises :class:`JournalMissing` when there is no journal, :class:`JournalDamaged` when it fails its
-    quick check or is not a tablesense journal of a schema this build reads.
+    checks (structure of the small tables, schema, key, sealed state),
+    :class:`~daemon.journal.key.JournalKeyError` when no key can be read.
     """
-    return RecallReader(Path(directory) / JOURNAL_FILE)
+    path = Path(directory) / JOURNAL_FILE
+    if not path.is_file():
+        raise JournalMissing(f"no journal at {path}")
+    return RecallReader(path, load_key(DEFAULT_KEY_FILE) if key is None else key)
+
+
+_QUICK_CHECKED = ("meta", "state", "blocks", "pending", "log", "outbox")
+"""Tables ``PRAGMA quick_check`` covers when recall opens a journal (all but the archive, whose rows are
+verified against the chain when read): opening stays fast however big the journal is."""
+_MARK_BLOCKS = 4
+"""Blocks read past an older round's own for the delivery marks of its messages."""
+
+
+def _schema(decoded: Any, row: MessageRow) -> str:
+    if decoded is not None:
+        return message_schema(decoded)
+    try:
+        head = msgspec.json.decode(row.payload, type=dict[str, Any])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return "?"
+    return str(head.get("schema", "?"))
+
+
+@dataclass
+class _Round:
+    """What one pass over the chain collected about one round."""
+
+    key: tuple[Any, Any]
+    started_ts: str
+    messages: list[tuple[MessageRow, str, Any]] = field(default_factory=list)
+    inputs: list[tuple[str, str, Any]] = field(default_factory=list)
+    complete: bool = False
+    ended_ts: str | None = None
 
 
 class RecallReader:
-    """Read-only access to the rounds in a journal (see :func:`open_for_recall`)."""
+    """Read-only, verified access to the rounds in a journal (see :func:`open_for_recall`)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, key: bytes) -> None:
         self.path = path
+        self._key = key
+        self._units = bk.UnitCache()
+        self._marks: dict[int, str] = {}
+        self._pending: set[int] = set()
         if not path.is_file():
             raise JournalMissing(f"no journal at {path}")
         try:
@@ -159,19 +205,18 @@ class RecallReader:
         try:
             self._conn.execute("PRAGMA busy_timeout=10000")
             try:
-                problems = [r[0] for r in self._conn.execute("PRAGMA quick_check(20)")]
+                tables = {r[0] for r in self._conn.execute(
+                    "SELECT name FROM sqlite_schema WHERE type = 'table'")}
+                for name in _QUICK_CHECKED:
+                    if name in tables:
+                        problems = [r[0] for r in self._conn.execute(f"PRAGMA quick_check({name})")]
+                        if problems != ["ok"]:
+                            raise JournalDamaged(f"journal {path} failed its integrity check ({name}): "
+                                                 f"{'; '.join(problems[:3])}")
             except sqlite3.DatabaseError as exc:
                 raise JournalDamaged(f"journal {path} is damaged: {exc}") from None
-            if problems != ["ok"]:
-                raise JournalDamaged(f"journal {path} failed its integrity check: {'; '.join(problems[:3])}")
-            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
-            if version != SCHEMA_VERSION:
-                raise JournalDamaged(f"journal {path} has schema version {version}; this tablesense reads "
-                                     f"version {SCHEMA_VERSION}")
-            row = self._conn.execute("SELECT table_id FROM meta WHERE id = 1").fetchone()
-            if row is None:
-                raise JournalDamaged(f"journal {path}: meta record missing")
-            self.table: str = row[0]
+            header = bk.read_header(self._conn, key, str(path))
+            self.table: str = header.meta.table
         except sqlite3.Error as exc:
             self.close()
             raise classify_sqlite_error(exc, "open for recall") from None
@@ -196,12 +241,11 @@ class RecallReader:
     def rounds(self, last: int = MIN_RETENTION_ROUNDS) -> list[RoundRecord]:
         """The last ``last`` rounds (oldest first, the current round last), read from one snapshot.
 
-        Raises ``ValueError`` for ``last < 1``, :class:`JournalDamaged` for a row failing its checksum.
+        Raises ``ValueError`` for ``last < 1``, :class:`JournalDamaged` for a block failing its seal.
         """
         if last < 1:
             raise ValueError(f"last must be at least 1, got {last}")
-        return self._read("SELECT id, shoe, round, started_ts, ended_ts, complete FROM rounds "
-                          "ORDER BY id DESC LIMIT ?", (last,))[::-1]
+        return self._snapshot(lambda conn, state: self._last_rounds(conn, state, last))
 
     def round(self, rid: str) -> RoundRecord:
         """The round ``rid``: ``"{shoe}-{round}"``, or a bare round number (the latest round with that
@@ -215,72 +259,150 @@ class RecallReader:
             raise KeyError(f"round id {rid[:40]!r} is not SHOE-ROUND or ROUND (numbers)") from None
         if any(n is not None and not 0 <= n < 1 << 63 for n in (shoe, rnd)):  # SQLite integers are 64-bit
             raise KeyError(f"the journal holds no round {rid[:40]!r}")
-        if sep:
-            found = self._read("SELECT id, shoe, round, started_ts, ended_ts, complete FROM rounds "
-                               "WHERE shoe IS ? AND round IS ?", (shoe, rnd))
-        else:
-            found = self._read("SELECT id, shoe, round, started_ts, ended_ts, complete FROM rounds "
-                               "WHERE round IS ? ORDER BY id DESC LIMIT 1", (rnd,))
+        found = self._snapshot(lambda conn, state: self._one_round(conn, state, shoe, rnd, bool(sep)))
         if not found:
             raise KeyError(f"the journal holds no round {rid[:40]!r}")
         return found[0]
 
-    # ------------------------------------------------------------------ building records
+    # ------------------------------------------------------------------ reading
 
-    def _read(self, sql: str, params: tuple[Any, ...]) -> list[RoundRecord]:
+    def _snapshot(self, read: Any) -> list[RoundRecord]:
         conn = self._conn
         if conn is None:
             raise JournalError("recall reader is closed")
         try:
             conn.execute("BEGIN")  # one WAL snapshot for the whole answer
             try:
-                latest = conn.execute("SELECT max(id) FROM rounds").fetchone()[0]
-                return [self._record(conn, r, r[0] == latest) for r in conn.execute(sql, params).fetchall()]
+                state = bk.read_header(conn, self._key, str(self.path)).state
+                result: list[RoundRecord] = read(conn, state)
+                return result
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise classify_sqlite_error(exc, "recall") from None
 
-    def _record(self, conn: sqlite3.Connection, r: tuple[Any, ...], current: bool) -> RoundRecord:
-        ref, shoe, rnd, started, ended, complete = r
-        messages: list[tuple[MessageRef, Any]] = []
-        for m in conn.execute("SELECT row_id, msg_id, schema, channel, device, retain, qos, created_ts, "
-                              "payload, crc, delivered_at FROM outbox WHERE round_ref = ? ORDER BY row_id",
-                              (ref,)):
-            (row_id, msg_id, schema, channel, device, retain, qos, created_ts, payload, crc, delivered) = m
-            if outbox_crc(row_id, msg_id, schema, channel, device, bool(retain), qos, created_ts,
-                          payload) != crc:
-                raise JournalDamaged(f"journal {self.path}: outbox row {row_id} fails its checksum")
-            try:
-                decoded: Any = decode_message(bytes(payload))
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                decoded = None  # a schema this build does not know: listed, not interpreted
-            messages.append((MessageRef(seq=row_id, msg_id=msg_id, schema=schema, channel=channel,
-                                        ts=created_ts, delivered_at=delivered), decoded))
-        inputs: list[tuple[str, Any]] = []
-        events: list[InputRef] = []
-        for i in conn.execute("SELECT id, ts, kind, device, device_seq, payload, crc FROM inputs "
-                              "WHERE round_ref = ? ORDER BY id", (ref,)):
-            if input_crc(i[0], i[1], i[2], i[3], i[4], i[5]) != i[6]:
-                raise JournalDamaged(f"journal {self.path}: input {i[0]} fails its checksum")
-            event = decode_event(i[2], bytes(i[5]))
-            inputs.append((i[1], event))
-            if not isinstance(event, CardDrawn | CardUnreadable):
-                detail = msgspec.to_builtins(event)
-                events.append(InputRef(ts=i[1], kind=i[2], device=i[3], device_seq=i[4],
-                                       detail=detail if isinstance(detail, dict) else {"value": detail}))
-        refs = tuple(ref_ for ref_, _ in messages)
-        floor = _last(m for _, m in messages if isinstance(m, FloorRound))
-        if complete and floor is not None:
+    def _last_rounds(self, conn: sqlite3.Connection, state: bk.State, last: int) -> list[RoundRecord]:
+        # one completed round more than asked: a round's first message is in the block before its own
+        row = conn.execute("SELECT id FROM blocks INDEXED BY blocks_done WHERE round IS NOT NULL "
+                           "ORDER BY id DESC LIMIT 1 OFFSET ?", (last,)).fetchone()
+        start = int(row[0]) if row is not None else self._first_block(conn, state)
+        rounds = self._collect(conn, state, start, None)
+        keys = list(rounds)[-last:]
+        return [self._record(rounds[k], k == keys[-1]) for k in keys]
+
+    def _first_block(self, conn: sqlite3.Connection, state: bk.State) -> int:
+        row = conn.execute("SELECT min(id) FROM blocks").fetchone()
+        return int(row[0]) if row is not None and row[0] is not None else state.open_entry
+
+    def _one_round(self, conn: sqlite3.Connection, state: bk.State, shoe: int | None, rnd: int,
+                   with_shoe: bool) -> list[RoundRecord]:
+        if with_shoe:
+            row = conn.execute("SELECT id FROM blocks INDEXED BY blocks_round WHERE shoe = ? AND round = ? "
+                               "ORDER BY id DESC LIMIT 1", (shoe, rnd)).fetchone()
+        else:
+            row = conn.execute("SELECT id FROM blocks WHERE round IS ? ORDER BY id DESC LIMIT 1",
+                               (rnd,)).fetchone()
+        if row is not None:  # a completed round: its block, the one before (its first message), a few after
+            before = conn.execute("SELECT id FROM blocks WHERE id < ? ORDER BY id DESC LIMIT 1",
+                                  (int(row[0]),)).fetchone()
+            start, stop = (int(before[0]) if before is not None else int(row[0])), int(row[0])
+            rounds = self._collect(conn, state, start, stop)
+        else:  # the open round, or one that never completed: look through the latest blocks
+            recent = conn.execute("SELECT id FROM blocks ORDER BY id DESC LIMIT 1 OFFSET 32").fetchone()
+            stop = None
+            rounds = self._collect(conn, state, int(recent[0]) if recent else self._first_block(conn, state),
+                                   None)
+        keys = [k for k in rounds if k[1] == rnd and (not with_shoe or k[0] == shoe)]
+        if not keys:
+            return []
+        latest = list(rounds)[-1] if stop is None else None
+        return [self._record(rounds[keys[-1]], keys[-1] == latest)]
+
+    def _collect(self, conn: sqlite3.Connection, state: bk.State, start: int, stop: int | None
+                 ) -> dict[tuple[Any, Any], _Round]:
+        """Walk the verified blocks from the one holding entry ``start`` (through block ``stop`` and then
+        :data:`_MARK_BLOCKS` more for the delivery marks, or to the head): the messages and inputs of
+        every round in order of first appearance, and when each message was acknowledged. An input
+        belongs to the round of its first message, else to the round of the latest message before it."""
+        rounds: dict[tuple[Any, Any], _Round] = {}
+        self._marks = {}
+        current: _Round | None = None
+        held: tuple[str, str, Any] | None = None
+        extra = 0
+        first = bk.block_of_entry(conn, state, start) or bk.open_block(state)
+        for block in bk.blocks_after(conn, state, first.id):
+            collecting = stop is None or block.id <= stop
+            if not collecting:
+                extra += 1
+            ts = ""
+            for row in bk.verified_rows(conn, self._key, block, self._units):
+                if isinstance(row, MessageRow):
+                    if not collecting:
+                        continue
+                    try:
+                        decoded: Any = decode_message(row.payload)
+                    except (msgspec.DecodeError, msgspec.ValidationError):
+                        decoded = None  # a schema this build does not know: listed, not interpreted
+                    rnd = getattr(decoded, "round", None)
+                    if rnd is None:
+                        continue
+                    key = (getattr(decoded, "shoe", None), rnd)
+                    rec = rounds.get(key)
+                    if rec is None:
+                        rec = rounds[key] = _Round(key, ts)
+                    rec.messages.append((row, ts, decoded))
+                    if isinstance(decoded, FloorRound):
+                        rec.complete, rec.ended_ts = True, ts
+                    if held is not None:
+                        rec.inputs.append(held)
+                        held = None
+                    current = rec
+                    continue
+                if held is not None and current is not None:
+                    current.inputs.append(held)
+                held = None
+                if isinstance(row, MarkRow):
+                    for lo, hi in row.ranges:
+                        for seq in range(lo, hi + 1):
+                            self._marks.setdefault(seq, row.ts)
+                elif isinstance(row, InputRow):
+                    ts = row.ts
+                    if collecting:
+                        held = (row.ts, row.kind, decode_event(row.kind, row.payload))
+            if held is not None and current is not None:
+                current.inputs.append(held)
+            held = None
+            if block.is_open or (stop is not None and extra >= _MARK_BLOCKS):
+                break
+        self._pending = {int(r[0]) for r in conn.execute("SELECT seq FROM pending")}
+        return rounds
+
+    def _record(self, rec: _Round, latest: bool) -> RoundRecord:
+        refs = tuple(MessageRef(seq=row.seq, msg_id=row.msg_id, schema=_schema(decoded, row),
+                                channel=row.channel, ts=ts, delivered=row.seq not in self._pending,
+                                delivered_at=None if row.seq in self._pending else self._marks.get(row.seq))
+                     for row, ts, decoded in rec.messages)
+        shoe, rnd = rec.key
+        floor = _last(m for _, _, m in rec.messages if isinstance(m, FloorRound))
+        if rec.complete and floor is not None:
             return RoundRecord(
                 table=self.table, round_id=round_id(shoe, rnd), shoe=shoe, round=rnd, game=floor.game,
-                status="void" if floor.void else "complete", void=floor.void, started_ts=started,
-                ended_ts=floor.completed_ts or ended, phase="complete", cards=floor.cards, burns=floor.burns,
-                wagers=floor.wagers, settlements=floor.settlements, alarms=floor.alarms,
+                status="void" if floor.void else "complete", void=floor.void, started_ts=rec.started_ts,
+                ended_ts=floor.completed_ts or rec.ended_ts, phase="complete", cards=floor.cards,
+                burns=floor.burns, wagers=floor.wagers, settlements=floor.settlements, alarms=floor.alarms,
                 spot_changes=floor.spot_changes, commands=floor.commands, baccarat=floor.baccarat,
                 boxes=floor.boxes, dealer=floor.dealer, board=floor.board, messages=refs)
-        return self._open_record(shoe, rnd, started, ended, [m for _, m in messages], inputs, refs,
-                                 tuple(events), "open" if current else "incomplete")
+        inputs = [(ts, event) for ts, _, event in rec.inputs]
+        events: list[InputRef] = []
+        for ts, kind, event in rec.inputs:
+            if isinstance(event, CardDrawn | CardUnreadable):
+                continue
+            device, device_seq = event_device(event)
+            detail = msgspec.to_builtins(event)
+            events.append(InputRef(ts=ts, kind=kind, device=device, device_seq=device_seq,
+                                   detail=detail if isinstance(detail, dict) else {"value": detail}))
+        return self._open_record(shoe, rnd, rec.started_ts, rec.ended_ts, [m for _, _, m in rec.messages],
+                                 inputs, refs, tuple(events), "open" if latest else "incomplete")
 
     def _open_record(self, shoe: Any, rnd: Any, started: str, ended: str | None, decoded: list[Any],
                      inputs: list[tuple[str, Any]], refs: tuple[MessageRef, ...],

@@ -1,16 +1,21 @@
-"""The write-ahead journal and transactional outbox (issue 5; ecosystem.md §1.9).
+"""The write-ahead journal and transactional outbox, sealed (docs/journal.md).
 
 One SQLite file, ``journal.sqlite``, in the configured journal directory, in WAL mode with
 ``synchronous=FULL`` so that a committed append survives power loss, not only a process crash
 (https://www.sqlite.org/pragma.html#pragma_synchronous). For each input the app calls
 :meth:`Journal.append` with the input and the messages the state machine emitted for it; the input row
-and one outbox row per message are written in ONE transaction *before* anything is published. A single
-relay publishes :meth:`Journal.pending` in order and calls :meth:`Journal.mark_delivered` only on the
-broker's acknowledgement, so after a reconnect or restart it resumes from the first undelivered row with
-the same ``msg_id`` (at-least-once; consumers drop duplicates by ``msg_id``).
+and one row per message are written in ONE transaction *before* anything is published. A single relay
+publishes :meth:`Journal.pending` in order and calls :meth:`Journal.mark_delivered` on the broker's
+acknowledgement, so after a reconnect or restart it resumes from the first undelivered row with the same
+``msg_id`` (at-least-once; consumers drop duplicates by ``msg_id``).
+
+Every row (inputs, messages, delivery marks, retention) is sealed in one HMAC-SHA256 hash chain under
+the table's key, and the counters and bookkeeping in one sealed state record
+(:mod:`daemon.journal.seal`, :mod:`daemon.journal.blocks`): a person with the file but not the key
+cannot change, add, remove or reorder a row, nor lower a counter, without the journal saying so.
 
 Only one process may write a journal (an exclusive ``flock`` on ``journal.lock``); any number may read it
-(:mod:`daemon.journal.recall`).
+(:mod:`daemon.journal.recall`, ``tablesense verify``).
 """
 
 from __future__ import annotations
@@ -22,27 +27,52 @@ import re
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from tablesense.daemon.journal import blocks as bk
+from tablesense.daemon.journal.blocks import Block, Header, Meta, State
 from tablesense.daemon.journal.codec import decode_event, encode_event, event_device
 from tablesense.daemon.journal.errors import JournalDamaged, JournalUnwritable, classify_sqlite_error
-from tablesense.daemon.journal.schema import DDL, SCHEMA_VERSION, input_crc, outbox_crc
+from tablesense.daemon.journal.key import DEFAULT_KEY_FILE, key_id, load_key
+from tablesense.daemon.journal.seal import (
+    BLOCK_MAX_BYTES,
+    BLOCK_MAX_ENTRIES,
+    UNIT_BLOCKS,
+    InputRow,
+    MarkRow,
+    MessageRow,
+    PruneRow,
+    Row,
+    decode_row,
+    encode_row,
+    genesis,
+    hint,
+    link,
+    pack_unit,
+    seal,
+)
 from tablesense.daemon.messages import FloorRound
 from tablesense.daemon.table.inputs import Emit, TimedInput
 from tablesense.drivers.events import SpotChanged
 
 __all__ = [
+    "HEAD_RECORD_BYTES",
     "JOURNAL_FILE",
+    "LOCK_FILE",
     "MIN_RETENTION_ROUNDS",
     "ROUND_COMPLETE_SCHEMAS",
     "Journal",
     "OutboxRow",
+    "check_head_record",
+    "head_record",
     "message_round",
     "message_schema",
 ]
@@ -50,13 +80,82 @@ __all__ = [
 JOURNAL_FILE = "journal.sqlite"
 """The database file inside the journal directory."""
 LOCK_FILE = "journal.lock"
+"""The writer's lock file; it also holds the last chain head this writer committed (:meth:`_record_head`)."""
 MIN_RETENTION_ROUNDS = 10
-"""Game recall keeps the current round and at least the 9 before it (devices-and-standards.md §3.2:
-AGCO "most recent game plus 9 prior", Fla. Admin. Code 75-14.043 "last 10 games")."""
+"""Game recall keeps the current round and at least the 9 before it (AGCO "most recent game plus 9
+prior", Fla. Admin. Code 75-14.043 "last 10 games")."""
 ROUND_COMPLETE_SCHEMAS = frozenset({str(FloorRound.__struct_config__.tag)})
 """Message schemas that mark their round complete (the floor record is published once a round ends)."""
 
-_READ_CHUNK = 512
+MARK_BATCH = 256
+"""Acknowledgements recorded together: a mark entry is written once this many are waiting, ..."""
+MARK_DELAY = 5.0
+"""... or once the oldest has waited this long (seconds), or with the next append, whichever is first."""
+UNACKED_MAX = 100_000
+"""Messages appended by this process and not yet acknowledged that are tracked in memory (beyond it,
+:meth:`Journal.mark_delivered` asks the file)."""
+RECENT_BYTES = 8 << 20
+"""Messages this process appended are kept in memory (up to this many payload bytes) so the relay
+reads what it was just handed without a round trip to the file."""
+PRUNE_BATCH = 16
+"""Blocks deleted per retention transaction (one archive unit: the lock is held for a few ms)."""
+VACUUM_STEP = 64
+"""Pages freed per ``PRAGMA incremental_vacuum`` step (256 KiB with 4 KiB pages)."""
+WAL_LIMIT = 8 << 20
+"""``PRAGMA journal_size_limit``: the WAL file is truncated to this size when it restarts."""
+WAL_CHECKPOINT_AT = 64 << 20
+"""A WAL this large is checkpointed by the next write itself (normally :meth:`Journal.prune` does it
+in the background long before: the writer's automatic checkpoint is off, so no append pays for one)."""
+
+_YIELD_ROWS = 32
+"""Rows a maintenance loop handles between two looks for appends in flight (:meth:`_after_appends`)."""
+
+HEAD_MAGIC = b"TSJ2"
+HEAD_RECORD_BYTES = 4 + 8 + 8 + 8 + 32 + 32
+"""The head record in ``journal.lock``: magic, epoch, entry, last seq, chain head, seal."""
+
+_CHECKED_TABLES = ("meta", "state", "blocks", "pending", "log", "outbox")
+"""Tables ``PRAGMA quick_check`` covers at every open (all but the archive, whose rows are sealed and
+read whole; docs/journal.md "Start-up")."""
+
+
+def head_record(key: bytes, epoch: str, state: State) -> bytes:
+    """The head record written into ``journal.lock`` after every commit: magic, the journal's epoch, the
+    last entry, the last seq, the chain head, and an HMAC of all of it."""
+    body = (HEAD_MAGIC + epoch.encode().ljust(8, b"\0")[:8] + state.entry.to_bytes(8, "big")
+            + state.last_seq.to_bytes(8, "big") + state.head)
+    return body + seal(key, b"tablesense journal head", body)
+
+
+def check_head_record(data: bytes, key: bytes, epoch: str | None, state: State | None, where: str) -> None:
+    """Raise :class:`JournalDamaged` when the head record ``data`` (read from ``journal.lock``) was sealed
+    with this table's key and does not match the journal: ahead of ``state`` (committed rows lost: the WAL
+    deleted, the file restored from an older copy), of another journal (``epoch`` differs: the file was
+    replaced), or of a journal that is gone (``state`` ``None``: the file was deleted or emptied). A
+    missing or unreadable record, or one sealed with another key, says nothing and passes."""
+    if len(data) != HEAD_RECORD_BYTES or not data.startswith(HEAD_MAGIC):
+        return
+    body, mac = data[:-32], data[-32:]
+    if seal(key, b"tablesense journal head", body) != mac:
+        return
+    recorded = body[4:12].rstrip(b"\0").decode(errors="replace")
+    entry = int.from_bytes(body[12:20], "big")
+    last_seq = int.from_bytes(body[20:28], "big")
+    head = body[28:60]
+    move = f"if that was intended, move {LOCK_FILE} aside with it"
+    if state is None or epoch is None:
+        raise JournalDamaged(
+            f"{where} holds no journal, but {LOCK_FILE} records journal epoch {recorded} written up to seq "
+            f"{last_seq}: the journal file was deleted or lost its rows; {move}")
+    if recorded != epoch:
+        raise JournalDamaged(
+            f"{where} is journal epoch {epoch}, but {LOCK_FILE} records journal epoch {recorded} written up "
+            f"to seq {last_seq}: the journal file was replaced; {move}")
+    if entry > state.entry or (entry == state.entry and head != state.head):
+        raise JournalDamaged(
+            f"{where} is behind the last head its writer recorded in {LOCK_FILE} (entry {entry}, seq "
+            f"{last_seq}; the file holds entry {state.entry}, seq {state.last_seq}): committed rows were "
+            "lost (its WAL file deleted, or the file restored from an older copy)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +163,10 @@ class OutboxRow:
     """One message waiting for (or past) delivery.
 
     ``row_id`` and ``seq`` are equal: the table-wide sequence number, monotonic across restarts.
-    ``msg_id`` is ``"{table}-{epoch}-{seq}"`` (``epoch``: 8 hex digits drawn when the journal file was
-    created, so ids stay unique even if a journal is ever replaced). ``channel`` is the state machine's
-    channel value (``"round"``, ``"settlements"``...), ``device`` the device name for ``devices/{name}``,
-    ``payload`` the message JSON with ``seq`` and ``msg_id`` filled in.
+    ``msg_id`` is ``"{table}-{epoch}-{seq}-{8 random hex digits}"``, drawn when the message is journaled
+    and stored with it (so never reused for other content, whatever happens to the file).
+    ``channel`` is the state machine's channel value (``"round"``, ``"settlements"``...), ``device`` the
+    device name for ``devices/{name}``, ``payload`` the message JSON with ``seq`` and ``msg_id`` filled in.
     """
 
     row_id: int
@@ -78,6 +177,11 @@ class OutboxRow:
     payload: bytes
     retain: bool
     qos: int
+
+
+def _outbox_row(row: MessageRow) -> OutboxRow:
+    return OutboxRow(row_id=row.seq, seq=row.seq, msg_id=row.msg_id, channel=row.channel, device=row.device,
+                     payload=row.payload, retain=row.retain, qos=row.qos)
 
 
 def message_schema(message: Any) -> str:
@@ -101,89 +205,156 @@ def _channel_name(channel: Any) -> str:
     return str(value)
 
 
+def _topic(channel: str, device: str | None) -> str:
+    return channel if device is None else f"{channel}\x1f{device}"
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-@dataclass(frozen=True, slots=True)
-class _Shoes:
-    """Shoe bookkeeping: the current shoe number and the input that started it (``None``: the journal's
-    first shoe), and where the replay starts (the input that started the previous shoe, ``None``: the
-    journal's first input) with the shoe number in play there."""
-
-    current: Any
-    anchor: int | None
-    replay_anchor: int | None
-    replay_shoe: Any
-
-    def after(self, input_id: int, shoes: Sequence[Any]) -> _Shoes:
-        """The bookkeeping after input ``input_id`` whose messages carry the shoe numbers ``shoes``: the
-        input whose messages first carry a new shoe number started that shoe (the machine's judgement)."""
-        out = self
-        for shoe in shoes:
-            if shoe is None or shoe == out.current:
-                continue
-            if out.current is None:  # the first shoe: replay from the journal's beginning
-                out = _Shoes(shoe, out.anchor, out.replay_anchor, shoe)
-            elif out.anchor is None:  # the second shoe: the replay still covers the first from the beginning
-                out = _Shoes(shoe, input_id, None, out.replay_shoe)
-            else:
-                out = _Shoes(shoe, input_id, out.anchor, out.current)
-        return out
+def _iso(moment: float) -> str:
+    """A ``time.time()`` value as ISO 8601 UTC with milliseconds and ``Z``."""
+    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-@dataclass(slots=True)
-class _Prepared:
-    row_id: int
-    msg_id: str
-    schema: str
-    channel: str
-    device: str | None
-    retain: bool
-    qos: int
-    payload: bytes
-    shoe: Any
-    round_key: tuple[Any, Any] | None
-    complete: bool
+def _after_shoes(state: State, entry: int, shoes: Sequence[Any]) -> dict[str, Any]:
+    """Shoe bookkeeping after input ``entry`` whose messages carry the shoe numbers ``shoes``: the input
+    whose messages first carry a new shoe number started that shoe (the machine's judgement). Returns
+    the changed :class:`State` fields (the pads as they stood are snapshotted at each new shoe)."""
+    current, anchor, replay_anchor, replay_shoe = (state.shoe, state.shoe_anchor, state.replay_anchor,
+                                                   state.replay_shoe)
+    spots, anchor_spots, replay_spots = state.spots, state.anchor_spots, state.replay_spots
+    for shoe in shoes:
+        if shoe is None or shoe == current:
+            continue
+        if current is None:  # the first shoe: replay from the journal's beginning
+            current, replay_shoe = shoe, shoe
+        elif anchor is None:  # the second shoe: the replay still covers the first from the beginning
+            current, anchor, anchor_spots = shoe, entry, spots
+        else:
+            replay_anchor, replay_shoe, replay_spots = anchor, current, anchor_spots
+            current, anchor, anchor_spots = shoe, entry, spots
+    return {"shoe": current, "shoe_anchor": anchor, "replay_anchor": replay_anchor,
+            "replay_shoe": replay_shoe, "anchor_spots": anchor_spots, "replay_spots": replay_spots}
+
+
+def _merge_ranges(seqs: Iterable[int]) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    for s in sorted(set(seqs)):
+        if out and out[-1][1] == s - 1:
+            out[-1] = (out[-1][0], s)
+        else:
+            out.append((s, s))
+    return tuple(out)
+
+
+class _Batch:
+    """Rows of one transaction being chained from the current head (append, mark flush, prune)."""
+
+    def __init__(self, key: bytes, state: State) -> None:
+        self.key = key
+        self.entry = state.entry
+        self.seq = state.last_seq
+        self.link = state.head
+        self.log: list[tuple[int, bytes, bytes]] = []
+        self.outbox: list[tuple[int, bytes, bytes]] = []
+        self.new_entries = 0
+        self.new_bytes = 0
+
+    def add(self, blob: bytes) -> bytes:
+        self.link = link(self.key, self.link, blob)
+        self.new_bytes += len(blob)
+        return hint(self.link)
+
+    def take(self) -> tuple[int, int]:
+        """Entries and bytes chained since the last call (for the open block's accounting)."""
+        counts = self.new_entries, self.new_bytes
+        self.new_entries = self.new_bytes = 0
+        return counts
+
+    def entry_row(self, make: Any) -> Row:
+        self.new_entries += 1
+        self.entry += 1
+        row: Row = make(self.entry)
+        blob = encode_row(row)
+        self.log.append((self.entry, blob, self.add(blob)))
+        return row
+
+    def message_row(self, row: MessageRow) -> None:
+        blob = encode_row(row)
+        self.outbox.append((row.seq, blob, self.add(blob)))
 
 
 class Journal:
-    """The table's write-ahead journal and outbox.
+    """The table's sealed write-ahead journal and outbox.
 
-    ``Journal(directory, table, retention_rounds=1000, retention_days=None, max_size_bytes=None)`` creates
-    ``directory/journal.sqlite`` (and the directory) if missing, or opens it and checks it: SQLite's
-    ``PRAGMA integrity_check``, the schema version and every table and index of it, that it belongs to
-    ``table``, the CRC-32 of every row, and that ``inputs.id`` and ``outbox.row_id`` run without a hole
-    up to the counters in ``meta`` from the prune marks on (retention deletes rows only below them).
-    Raises :class:`JournalDamaged` when any check fails, :class:`JournalUnwritable` when the file
-    cannot be created/written or another process holds it, ``ValueError`` for ``retention_rounds < 10``.
-    Retention (:meth:`prune`): a round is deleted once it is older than the last ``retention_rounds``
-    complete rounds *and*, when ``retention_days`` is set (the config's ``journal.retention_days``), it
-    ended more than that many days ago. ``max_size_bytes`` caps the file (SQLite ``max_page_count``); an
-    append past it raises :class:`JournalUnwritable` like a full disk.
+    ``Journal(directory, table, key=None, retention_rounds=1000, retention_days=None, max_size=None,
+    max_size_bytes=None)`` creates ``directory/journal.sqlite`` (and the directory) if missing, or opens
+    it and checks it (docs/journal.md "Start-up"): the schema and ``PRAGMA quick_check`` of every table
+    but the archive, the journal's table and key, the sealed state record, the head recorded in the lock
+    file (a journal behind it lost rows: WAL deleted, file restored from a copy), the count of pending
+    messages against the sealed counters, and the chain of every block from the replay's start to the
+    head. ``key``: the table's sealing key (bytes, at least 32); ``None`` reads the default credential
+    (:func:`daemon.journal.key.load_key`).
+
+    Raises :class:`JournalDamaged` when a check fails (incl. a journal sealed with another key),
+    :class:`JournalUnwritable` when the file cannot be created/written or another process holds it,
+    :class:`~daemon.journal.key.JournalKeyError` when ``key`` is ``None`` and no key can be read,
+    ``ValueError`` for ``retention_rounds < 10`` or a short key.
+
+    Retention (:meth:`prune`): a round's block is deleted once it is older than the last
+    ``retention_rounds`` complete rounds *and*, when ``retention_days`` is set, it ended more than that
+    many days ago; and, when the file's used size exceeds ``max_size`` bytes, older rounds are deleted
+    (never the last 10, the replay, or a message not yet acknowledged) until it fits. ``max_size_bytes``
+    is a hard cap (SQLite ``max_page_count``): an append past it raises :class:`JournalUnwritable`.
 
     All methods are thread-safe (one internal lock); the connection is not shared with other processes.
     """
 
-    def __init__(self, directory: Path | str, table: str, *, retention_rounds: int = 1000,
-                 retention_days: float | None = None, max_size_bytes: int | None = None) -> None:
+    def __init__(self, directory: Path | str, table: str, *, key: bytes | None = None,
+                 retention_rounds: int = 1000, retention_days: float | None = None,
+                 max_size: int | None = None, max_size_bytes: int | None = None) -> None:
         if retention_rounds < MIN_RETENTION_ROUNDS:
             raise ValueError(f"retention_rounds must be at least {MIN_RETENTION_ROUNDS} (game recall keeps "
                              f"the current round and the 9 before it), got {retention_rounds}")
         if not table:
             raise ValueError("table id must not be empty")
-        self._dir = Path(directory)
-        self._table = table
         if retention_days is not None and retention_days < 0:
             raise ValueError(f"retention_days must not be negative, got {retention_days}")
+        if max_size is not None and max_size < 1 << 20:
+            raise ValueError(f"max_size must be at least 1 MiB, got {max_size}")
+        self._key = load_key(DEFAULT_KEY_FILE) if key is None else bytes(key)
+        if len(self._key) < 32:
+            raise ValueError("the journal key must be at least 32 bytes")
+        self._dir = Path(directory)
+        self._table = table
         self._retention = retention_rounds
         self._retention_days = retention_days
+        self._max_size = max_size
+        self._max_size_bytes = max_size_bytes
         self._lock = threading.RLock()
+        self._maintenance = threading.Lock()
+        self._stopping = threading.Event()
+        self._appending = 0
+        self._appending_lock = threading.Lock()
         self._lock_fd: int | None = None
         self._conn: sqlite3.Connection | None = None
+        self._recent: OrderedDict[int, OutboxRow] = OrderedDict()
+        self._recent_bytes = 0
+        self._blocks_cache: OrderedDict[int, list[Row]] = OrderedDict()
+        self._units = bk.UnitCache()
+        self._startup_rows: dict[int, list[Row]] = {}
+        self._marked: dict[int, None] = {}
+        self._marked_since = 0.0
+        self._marked_at = 0.0
+        self._unacked: set[int] = set()
+        self._db_id: tuple[int, int] | None = None
+        self._wal_id: tuple[int, int] | None = None
+        self._broken: str | None = None
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = os.open(self._dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            self._lock_fd = os.open(self._dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             self._release()
             raise JournalUnwritable(f"journal directory {self._dir} is not writable: {exc}") from None
@@ -193,7 +364,7 @@ class Journal:
             self._release()
             raise JournalUnwritable(f"journal {self.path} is in use by another tablesense process") from None
         try:
-            self._open(max_size_bytes)
+            self._open()
         except sqlite3.Error as exc:
             self._release()
             if re.search(r"no such (table|column|index)|has no column", str(exc)):  # an altered schema
@@ -203,7 +374,7 @@ class Journal:
             self._release()
             raise
 
-    # ------------------------------------------------------------------ open / check
+    # ------------------------------------------------------------------ properties
 
     @property
     def path(self) -> Path:
@@ -218,328 +389,687 @@ class Journal:
     @property
     def epoch(self) -> str:
         """8 hex digits drawn when the journal file was created (part of every ``msg_id``)."""
-        return self._epoch
+        return self._meta.epoch
 
     @property
     def last_seq(self) -> int:
-        """The ``seq`` of the latest outbox row (0 for a new journal)."""
-        return self._last_seq
+        """The ``seq`` of the latest message (0 for a new journal)."""
+        return self._state.last_seq
 
-    def _open(self, max_size_bytes: int | None) -> None:
+    def chain_head(self) -> tuple[int, str]:
+        """``(chain_seq, chain_head)``: the highest message ``seq`` the chain head covers, and the head
+        (64 lowercase hex digits: the HMAC-SHA256 link after the last row, delivery marks included).
+        Never blocks (safe from the event loop); :meth:`messages_by_seq` and the other reads do I/O and
+        take the journal's lock: call them from a worker thread."""
+        state = self._state  # one immutable record, replaced whole by each commit: no lock needed
+        return state.last_seq, state.head.hex()
+
+    # ------------------------------------------------------------------ open / check
+
+    def _open(self) -> None:
         existed = self.path.exists() and self.path.stat().st_size > 0
+        if not existed:
+            self._check_head_record(None)  # no journal here: was there one? (then nothing is created)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10.0)
         self._conn = conn
         conn.execute("PRAGMA busy_timeout=10000")
         if existed:
-            self._integrity_check(conn)
+            self._quick_check(conn)
+        else:
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # before the first table: space is reclaimed
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise JournalUnwritable(f"journal {self.path}: cannot switch to WAL mode (got {mode!r})")
-        conn.execute("PRAGMA synchronous=FULL")
-        if max_size_bytes is not None:
-            page = int(conn.execute("PRAGMA page_size").fetchone()[0])
-            conn.execute(f"PRAGMA max_page_count={max(1, max_size_bytes // page)}")
+        self._configure(conn)
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         has_tables = conn.execute("SELECT count(*) FROM sqlite_schema WHERE type='table'").fetchone()[0]
         if version == 0 and not has_tables:
+            self._check_head_record(None)  # no journal here: was there one?
             self._create(conn)
-        elif version != SCHEMA_VERSION:
-            raise JournalDamaged(f"journal {self.path} has schema version {version}; this tablesense reads "
-                                 f"version {SCHEMA_VERSION}")
-        self._check_schema(conn)
-        self._marks = self._prune_marks(conn, fresh=not existed)
-        row = conn.execute("SELECT schema_version, table_id, epoch, last_seq, last_input, current_round, "
-                           "shoe_anchor, current_shoe, replay_anchor, replay_shoe FROM meta WHERE id = 1"
-                           ).fetchone()
-        if row is None or row[0] != SCHEMA_VERSION:
-            raise JournalDamaged(f"journal {self.path}: meta record missing or inconsistent")
-        if row[1] != self._table:
-            raise JournalDamaged(f"journal {self.path} belongs to table {row[1]!r}, not {self._table!r}")
-        self._epoch = str(row[2])
-        self._last_seq, self._last_input = int(row[3]), int(row[4])
-        self._current_round: int | None = row[5]
-        self._shoes = _Shoes(current=row[7], anchor=row[6], replay_anchor=row[8], replay_shoe=row[9])
+        header = bk.read_header(conn, self._key, str(self.path))
+        present = {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type IN ('table', 'index')")}
+        missing = [name for name in bk.SCHEMA_NAMES if name not in present]
+        if missing:
+            raise JournalDamaged(f"journal {self.path}: {', '.join(missing)} missing from the schema")
+        if header.meta.table != self._table:
+            raise JournalDamaged(f"journal {self.path} belongs to table {header.meta.table!r}, not "
+                                 f"{self._table!r}")
+        self._meta, self._state = header.meta, header.state
         if existed:
-            self._verify_rows(conn)
+            self._check_head_record(header)
+            self._check_pending(conn)
+            self._verify_tail(conn)
+        self._db_name, self._wal_name = str(self.path), str(self._wal_path)
+        self._db_id = self._file_id(self._db_name)
+        self._wal_id = self._file_id(self._wal_name)
+
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        """The writer connection's settings: every commit fsynced; no automatic checkpoint in the commit
+        (maintenance checkpoints in the background, :meth:`_checkpoint`); the WAL file truncated when it
+        restarts; the hard size cap."""
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
+        if self._max_size_bytes is not None:
+            page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            conn.execute(f"PRAGMA max_page_count={max(1, self._max_size_bytes // page)}")
+
+    def _quick_check(self, conn: sqlite3.Connection) -> None:
+        """``PRAGMA quick_check`` of every table but the archive (whose rows are sealed and read whole),
+        so start-up does not grow with the journal (docs/journal.md "Start-up")."""
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+            for name in _CHECKED_TABLES:
+                if name not in tables:
+                    continue
+                problems = [r[0] for r in conn.execute(f"PRAGMA quick_check({name})")]
+                if problems != ["ok"]:
+                    raise JournalDamaged(f"journal {self.path} failed its integrity check ({name}): "
+                                         f"{'; '.join(problems[:3])}")
+        except sqlite3.DatabaseError as exc:
+            raise JournalDamaged(f"journal {self.path} is damaged: {exc}") from None
 
     def _create(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:  # statement by statement: executescript() would COMMIT on its own
-            for statement in DDL.split(";"):
+            for statement in bk.DDL.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            conn.execute("INSERT INTO meta VALUES (1, ?, ?, ?, ?, 0, 0, NULL, NULL, NULL, NULL, NULL)",
-                         (SCHEMA_VERSION, self._table, secrets.token_hex(4), _now()))
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            meta = Meta(bk.SCHEMA_VERSION, self._table, secrets.token_hex(4), _now(), key_id(self._key))
+            conn.execute("INSERT INTO meta VALUES (1, ?, ?, ?, ?, ?)",
+                         (meta.schema_version, meta.table, meta.epoch, meta.created_at, meta.key_id))
+            origin = genesis(self._key, meta.table, meta.epoch, meta.created_at)
+            state = State(head=origin, open_link=origin, open_ts=meta.created_at)
+            data = bk.encode_state(state)
+            conn.execute("INSERT INTO state VALUES (1, ?, ?)", (data, bk.state_seal(self._key, meta, data)))
+            conn.execute(f"PRAGMA user_version={bk.SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
 
-    def _check_schema(self, conn: sqlite3.Connection) -> None:
-        """Every table and index of the schema is there (``DROP TABLE devices`` passes SQLite's own
-        integrity check but leaves a journal the daemon cannot use)."""
-        present = {r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type IN ('table', 'index')")}
-        missing = [name for name in _SCHEMA_NAMES if name not in present]
-        if missing:
-            raise JournalDamaged(f"journal {self.path}: {', '.join(missing)} missing from the schema")
+    def _check_pending(self, conn: sqlite3.Connection) -> None:
+        """The pending messages are exactly as many as the sealed counters say (a row marked delivered
+        behind the journal's back, or un-marked, changes the count) and none is beyond ``last_seq``."""
+        count, top = conn.execute("SELECT count(*), max(seq) FROM pending").fetchone()
+        expected = self._state.last_seq - self._state.delivered
+        if count != expected or (top is not None and top > self._state.last_seq):
+            raise JournalDamaged(f"journal {self.path}: {count} message(s) await delivery, the sealed "
+                                 f"counters say {expected}: delivery marks altered without the key")
 
-    def _prune_marks(self, conn: sqlite3.Connection, *, fresh: bool) -> tuple[int, int]:
-        """``(outbox_below, inputs_below)``: :meth:`prune` deleted rows below these ids only, so from
-        them on ``outbox.row_id`` and ``inputs.id`` must be contiguous up to the counters in ``meta``.
+    def _verify_tail(self, conn: sqlite3.Connection) -> None:
+        """Recompute the chain of every block from the one holding the replay's first input to the head,
+        and check that the blocks join: start-up is bounded by the replay (about two shoes), not by the
+        journal's size. Older blocks are checked when read and by ``tablesense verify``."""
+        state = self._state
+        start = state.replay_anchor if state.replay_anchor is not None else state.base
+        first = bk.block_of_entry(conn, state, max(start, state.base))
+        if first is None:
+            first = bk.block_of_entry(conn, state, state.open_entry) or bk.open_block(state)
+        previous: Block | None = None
+        unmarked: set[int] = set()
+        for block in bk.blocks_after(conn, state, first.id):
+            if previous is not None and (block.id != previous.last_entry + 1
+                                         or block.link_before != previous.link_after
+                                         or block.first_seq != previous.last_seq + 1):
+                raise JournalDamaged(f"journal {self.path}: {block.label} does not follow {previous.label} "
+                                     "(a block deleted or its links altered)")
+            rows = bk.verified_rows(conn, self._key, block, self._units)
+            self._startup_rows[block.id] = rows  # for the replay that follows the open
+            for row in rows:
+                if isinstance(row, MessageRow):
+                    unmarked.add(row.seq)
+                elif isinstance(row, MarkRow):
+                    for lo, hi in row.ranges:
+                        unmarked.difference_update(range(lo, hi + 1))
+            previous = block
+        # every message of the verified blocks is pending exactly when no mark entry acknowledged it
+        held = {int(r[0]) for r in conn.execute("SELECT seq FROM pending WHERE seq >= ?", (first.first_seq,))}
+        if held != unmarked:
+            wrong = sorted(held ^ unmarked)
+            raise JournalDamaged(f"journal {self.path}: delivery state of seq {wrong[0]} (and "
+                                 f"{len(wrong) - 1} more) contradicts the sealed delivery marks: altered "
+                                 "without the key")
 
-        Created with ``(1, 1)`` for a new journal. A journal written before the marks existed gets
-        marks above its current rows (its older rows cannot be told apart from pruned ones), so holes
-        are detected in rows written from then on.
-        """
-        if conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'prune_marks'"
-                        ).fetchone():
-            row = conn.execute("SELECT outbox_below, inputs_below FROM prune_marks WHERE id = 1").fetchone()
-            if row is None or not all(isinstance(v, int) and v >= 1 for v in row):
-                raise JournalDamaged(f"journal {self.path}: prune marks missing or inconsistent")
-            return int(row[0]), int(row[1])
-        if fresh:
-            marks = (1, 1)
-        else:
-            top = conn.execute("SELECT (SELECT max(row_id) FROM outbox), (SELECT max(id) FROM inputs)"
-                               ).fetchone()
-            marks = ((top[0] or 0) + 1, (top[1] or 0) + 1)
-        conn.execute(_PRUNE_MARKS_DDL)
-        conn.execute("INSERT INTO prune_marks VALUES (1, ?, ?)", marks)
-        return marks
+    # ------------------------------------------------------------------ the head record, file checks
 
-    def _check_contiguous(self, conn: sqlite3.Connection, what: str, table: str, key: str, below: int,
-                          last: int) -> None:
-        """Rows ``below..last`` of ``table`` all present (a deleted row in the middle is damage), none
-        beyond ``last`` (the counter in ``meta``)."""
-        start = max(below, 1)
-        count, top = conn.execute(f"SELECT count(*), max({key}) FROM {table} WHERE {key} >= ?",
-                                  (start,)).fetchone()
-        expected = max(0, last - start + 1)
-        if top is not None and top > last:
-            raise JournalDamaged(f"journal {self.path}: {what} {top} beyond the recorded counter {last}")
-        if count != expected:
-            raise JournalDamaged(f"journal {self.path}: {expected - count} {what} row(s) missing between "
-                                 f"{start} and {last} (deleted, or the counter in meta was altered)")
+    @property
+    def _wal_path(self) -> Path:
+        return self._dir / (JOURNAL_FILE + "-wal")
 
-    def _integrity_check(self, conn: sqlite3.Connection) -> None:
+    @staticmethod
+    def _file_id(path: Path | str) -> tuple[int, int] | None:
         try:
-            problems = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
-        except sqlite3.DatabaseError as exc:
-            raise JournalDamaged(f"journal {self.path} is damaged: {exc}") from None
-        if problems != ["ok"]:
-            raise JournalDamaged(f"journal {self.path} failed its integrity check: {'; '.join(problems[:3])}")
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
 
-    def _verify_rows(self, conn: sqlite3.Connection) -> None:
-        """Check the CRC-32 of every row and that ``seq`` never exceeds the stored counter."""
-        last = 0
-        while True:
-            rows = conn.execute("SELECT id, ts, kind, device, device_seq, payload, crc FROM inputs "
-                                "WHERE id > ? ORDER BY id LIMIT ?", (last, _READ_CHUNK)).fetchall()
-            if not rows:
-                break
-            for r in rows:
-                if input_crc(r[0], r[1], r[2], r[3], r[4], r[5]) != r[6]:
-                    raise JournalDamaged(f"journal {self.path}: input {r[0]} fails its checksum")
-            last = rows[-1][0]
-        if last > self._last_input:
-            raise JournalDamaged(f"journal {self.path}: input {last} beyond the recorded counter")
-        last = 0
-        while True:
-            rows = conn.execute(f"SELECT {_OUTBOX_COLS} FROM outbox WHERE row_id > ? ORDER BY row_id LIMIT ?",
-                                (last, _READ_CHUNK)).fetchall()
-            if not rows:
-                break
-            for r in rows:
-                self._checked_row(r)
-            last = rows[-1][0]
-        if last > self._last_seq:
-            raise JournalDamaged(f"journal {self.path}: seq {last} beyond the recorded counter")
-        self._check_contiguous(conn, "input", "inputs", "id", self._marks[1], self._last_input)
-        self._check_contiguous(conn, "outbox", "outbox", "row_id", self._marks[0], self._last_seq)
+    def _record_head(self) -> None:
+        """Write the committed head into the lock file (no fsync: it only ever lags the durable journal).
+        A journal found *behind* this record at the next open lost committed rows."""
+        if self._lock_fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.pwrite(self._lock_fd, head_record(self._key, self._meta.epoch, self._state), 0)
 
-    def _checked_row(self, r: tuple[Any, ...]) -> OutboxRow:
-        row_id, msg_id, schema, channel, device, retain, qos, created_ts, payload, crc = r
-        if outbox_crc(row_id, msg_id, schema, channel, device, bool(retain), qos, created_ts, payload) != crc:
-            raise JournalDamaged(f"journal {self.path}: outbox row {row_id} fails its checksum")
-        return OutboxRow(row_id=row_id, seq=row_id, msg_id=msg_id, channel=channel, device=device,
-                         payload=bytes(payload), retain=bool(retain), qos=int(qos))
+    def _check_head_record(self, header: Header | None) -> None:
+        assert self._lock_fd is not None
+        try:
+            data = os.pread(self._lock_fd, HEAD_RECORD_BYTES, 0)
+        except OSError:
+            return
+        check_head_record(data, self._key, header.meta.epoch if header else None,
+                          header.state if header else None, f"journal {self.path}")
+
+    def _check_files(self, conn: sqlite3.Connection) -> None:
+        """Before writing: the journal file and its WAL are still the ones opened. A deleted or replaced
+        WAL (whose committed rows SQLite still reaches through its open descriptor) is checkpointed into
+        the journal file at once, so nothing is lost, and the connection is reopened; the write that
+        found it raises :class:`JournalDamaged` so the failure is alarmed. A deleted or replaced journal
+        file cannot be recovered here: every later write raises."""
+        if self._broken is not None:
+            raise JournalDamaged(self._broken)
+        if self._file_id(self._db_name) != self._db_id:
+            self._broken = (f"journal {self.path} was deleted or replaced while tablesense was running: "
+                            "nothing more is journaled (restart tablesense)")
+            raise JournalDamaged(self._broken)
+        try:
+            st = os.stat(self._wal_name)
+            wal: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except FileNotFoundError:
+            st, wal = None, None
+        if self._wal_id is None:
+            self._wal_id = wal
+            return
+        if wal == self._wal_id:
+            if st is not None and st.st_size > WAL_CHECKPOINT_AT:  # maintenance is not running
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            return
+        try:
+            saved = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            conn.close()
+            self._conn = conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                                timeout=10.0)
+            conn.execute("PRAGMA busy_timeout=10000")
+            conn.execute("PRAGMA journal_mode=WAL")
+            self._configure(conn)
+            header = bk.read_header(conn, self._key, str(self.path))
+        except sqlite3.Error as exc:
+            self._broken = f"journal {self.path}: its WAL file was deleted and recovery failed: {exc}"
+            raise JournalDamaged(self._broken) from None
+        if header.state != self._state:
+            self._broken = (f"journal {self.path}: its WAL file was deleted while running and committed rows "
+                            "could not be saved: nothing more is journaled")
+            raise JournalDamaged(self._broken)
+        self._wal_id = self._file_id(self._wal_path)
+        raise JournalDamaged(f"journal {self.path}: its WAL file was deleted or replaced while tablesense "
+                             f"was running; the committed rows were saved into the journal file (checkpoint "
+                             f"{tuple(saved) if saved else ''}) and the journal reopened; this input was not "
+                             "journaled")
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
             raise JournalUnwritable(f"journal {self.path} is closed")
         return self._conn
 
-    # ------------------------------------------------------------------ append
+    # ------------------------------------------------------------------ writing
+
+    def _commit(self, conn: sqlite3.Connection, batch: _Batch, state: State, *,
+                pending: Sequence[tuple[int, str | None]] = (), marks: Sequence[tuple[int, int]] = (),
+                blocks: Sequence[Block] = (), synchronous: bool = True) -> None:
+        """Write ``batch``'s rows, the pending and mark bookkeeping, the closed ``blocks`` and the sealed
+        ``state`` in one transaction; on failure roll back and raise the classified error."""
+        data = bk.encode_state(state)
+        sealed = bk.state_seal(self._key, self._meta, data)
+        try:
+            if conn.in_transaction:  # a previous failure left one open
+                conn.execute("ROLLBACK")
+            if not synchronous:
+                conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                if batch.log:
+                    conn.executemany("INSERT INTO log VALUES (?, ?, ?)", batch.log)
+                if batch.outbox:
+                    conn.executemany("INSERT INTO outbox VALUES (?, ?, ?)", batch.outbox)
+                if pending:
+                    conn.executemany("INSERT INTO pending VALUES (?, ?)", pending)
+                if marks:
+                    conn.executemany("DELETE FROM pending WHERE seq BETWEEN ? AND ?", marks)
+                if blocks:
+                    conn.executemany("INSERT INTO blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                                     [(b.id, b.last_entry, b.first_seq, b.last_seq, b.shoe, b.round,
+                                       b.started_ts, b.ended_ts, b.link_before, b.link_after)
+                                      for b in blocks])
+                conn.execute("UPDATE state SET data = ?, seal = ? WHERE id = 1", (data, sealed))
+                conn.execute("COMMIT")
+            finally:
+                if not synchronous:
+                    conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise classify_sqlite_error(exc, "append") from None
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+    def _close_block(self, state: State, batch: _Batch, ts: str, rnd: tuple[Any, Any] | None
+                     ) -> tuple[State, Block]:
+        block = Block(state.open_entry, batch.entry, state.open_seq, batch.seq,
+                      rnd[0] if rnd else None, rnd[1] if rnd else None, state.open_ts or ts, ts,
+                      state.open_link, batch.link, False)
+        state = msgspec.structs.replace(state, open_entry=batch.entry + 1, open_seq=batch.seq + 1,
+                                        open_link=batch.link, open_entries=0, open_bytes=0, open_ts="",
+                                        rounds=state.rounds + (rnd is not None))
+        return state, block
+
+    def _after_batch(self, state: State, batch: _Batch, ts: str, closing: tuple[Any, Any] | None
+                     ) -> tuple[State, Block | None]:
+        """The state after ``batch`` (entry, head, last seq, open block accounting) and the block it
+        closes: the block ends with the entry that completed a round, or when it grew too big."""
+        new_entries, new_bytes = batch.take()
+        entries = state.open_entries + new_entries
+        size = state.open_bytes + new_bytes
+        state = msgspec.structs.replace(state, entry=batch.entry, head=batch.link, last_seq=batch.seq,
+                                        open_entries=entries, open_bytes=size,
+                                        open_ts=state.open_ts or ts)
+        if closing is not None or entries >= BLOCK_MAX_ENTRIES or size >= BLOCK_MAX_BYTES:
+            return self._close_block(state, batch, ts, closing)
+        return state, None
+
+    def _take_marks(self, conn: sqlite3.Connection, batch: _Batch, state: State
+                    ) -> tuple[State, list[tuple[int, int]]]:
+        """Chain the waiting acknowledgements as one mark entry. Returns the state after it and the
+        acknowledged ranges ``(lo, hi)``, which :meth:`_commit` deletes from ``pending``."""
+        if not self._marked:
+            return state, []
+        ranges = _merge_ranges(self._marked)
+        ts = _iso(self._marked_at) if self._marked_at else _now()
+        batch.entry_row(lambda entry: MarkRow(entry, ts, ranges))
+        topics = {(c, d): s for c, d, s in state.topics}
+        placeholders = ",".join("?" * len(self._marked))
+        for seq, topic in conn.execute(f"SELECT seq, CAST(topic AS BLOB) FROM pending WHERE seq IN "
+                                       f"({placeholders})", tuple(self._marked)).fetchall():
+            if topic is not None:
+                channel, _, device = bytes(topic).decode(errors="replace").partition("\x1f")
+                key = (channel, device or None)
+                topics[key] = max(topics.get(key, 0), int(seq))
+        state = msgspec.structs.replace(
+            state, delivered=state.delivered + len(self._marked),
+            topics=tuple(sorted(((c, d, s) for (c, d), s in topics.items()), key=lambda t: t[2])))
+        return state, list(ranges)
 
     def append(self, inp: TimedInput, emits: Sequence[Emit]) -> list[OutboxRow]:
-        """Journal ``inp`` and one outbox row per emitted message, in ONE transaction.
+        """Journal ``inp`` and one message row per emitted message, in ONE transaction, sealed.
 
         Each message gets the next table-wide ``seq`` and its ``msg_id`` (the stored JSON has both filled,
-        via ``msgspec.structs.replace``). Returns the new outbox rows in order. On any failure the
-        transaction is rolled back whole and :class:`JournalUnwritable` (disk full, read-only, I/O error,
-        size cap) or :class:`JournalDamaged` (corruption found while writing) is raised; counters do not
-        advance. ``TypeError`` for an input type that cannot be journaled (before anything is written).
+        via ``msgspec.structs.replace``); a :class:`~daemon.messages.FloorRound` also gets ``chain_seq``
+        and ``chain_head``, the chain state just before its own row. Acknowledgements waiting to be
+        recorded are chained first. Returns the new message rows in order. On any failure the transaction
+        is rolled back whole and :class:`JournalUnwritable` (disk full, read-only, I/O error, size cap) or
+        :class:`JournalDamaged` (corruption, the journal's files deleted or replaced) is raised; counters
+        do not advance. ``TypeError`` for an input type that cannot be journaled (before anything is
+        written).
         """
-        kind, in_payload = encode_event(inp.event)
-        device, device_seq = event_device(inp.event)
-        ts = str(inp.ts)
+        return self.append_many([(inp, emits)])[0]
+
+    def append_many(self, items: Sequence[tuple[TimedInput, Sequence[Emit]]]) -> list[list[OutboxRow]]:
+        """:meth:`append` for several inputs in ONE transaction (one fsync): all or none of them is
+        journaled. Returns each input's message rows. For committing several inputs together (group
+        commit, bulk loads); the errors are :meth:`append`'s."""
+        encoded = [(encode_event(inp.event), event_device(inp.event), str(inp.ts), inp, emits)
+                   for inp, emits in items]
+        with self._appending_lock:
+            self._appending += 1
+        try:
+            return self._append_encoded(encoded)
+        finally:
+            with self._appending_lock:
+                self._appending -= 1
+
+    def _append_encoded(self, encoded: list[tuple[tuple[str, bytes], tuple[str | None, int | None], str,
+                                                  TimedInput, Sequence[Emit]]]) -> list[list[OutboxRow]]:
         with self._lock:
             conn = self._db()
-            input_id = self._last_input + 1
-            prepared: list[_Prepared] = []
-            for i, emit in enumerate(emits):
-                seq = self._last_seq + 1 + i
-                msg_id = f"{self._table}-{self._epoch}-{seq}"
-                message = msgspec.structs.replace(emit.message, seq=seq, msg_id=msg_id)
-                schema = message_schema(message)
-                prepared.append(_Prepared(
-                    row_id=seq, msg_id=msg_id, schema=schema, channel=_channel_name(emit.channel),
-                    device=emit.device, retain=bool(emit.retain), qos=int(emit.qos),
-                    payload=msgspec.json.encode(message), shoe=getattr(message, "shoe", None),
-                    round_key=message_round(message),
-                    complete=schema in ROUND_COMPLETE_SCHEMAS))
-            current = self._current_round
-            shoes = self._shoes.after(input_id, [p.shoe for p in prepared])
-            try:
-                if conn.in_transaction:  # a previous failure left one open
-                    conn.execute("ROLLBACK")
-                conn.execute("BEGIN IMMEDIATE")
-                refs: list[int | None] = []
-                for p in prepared:
-                    ref = None if p.round_key is None else self._round_ref(conn, p, input_id, ts)
-                    refs.append(ref)
-                    if ref is not None:
-                        current = ref
-                input_round = next((r for r in refs if r is not None), self._current_round)
-                conn.execute("INSERT INTO inputs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                             (input_id, ts, kind, device, device_seq, input_round, in_payload,
-                              input_crc(input_id, ts, kind, device, device_seq, in_payload)))
-                if prepared:
-                    conn.executemany(
-                        "INSERT INTO outbox VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-                        [(p.row_id, p.msg_id, input_id, ref, p.schema, p.channel, p.device, int(p.retain),
-                          p.qos, p.payload,
-                          outbox_crc(p.row_id, p.msg_id, p.schema, p.channel, p.device, p.retain, p.qos, ts,
-                                     p.payload), ts)
-                         for p, ref in zip(prepared, refs, strict=True)])
-                for p, ref in zip(prepared, refs, strict=True):
-                    if p.complete and ref is not None:
-                        conn.execute("UPDATE rounds SET complete = 1, ended_ts = ? WHERE id = ?", (ts, ref))
-                if shoes.anchor != self._shoes.anchor:  # pads as they stood before the new shoe's first input
-                    conn.execute("DELETE FROM anchor_spots WHERE which = 0")
-                    if self._shoes.anchor is not None:
-                        conn.execute("UPDATE anchor_spots SET which = 0 WHERE which = 1")
-                    conn.execute("DELETE FROM anchor_spots WHERE which = 1")
-                    conn.execute("INSERT INTO anchor_spots SELECT 1, device, spot, input_id FROM spots")
-                if isinstance(inp.event, SpotChanged):
-                    conn.execute("INSERT INTO spots VALUES (?, ?, ?) ON CONFLICT(device, spot) DO UPDATE SET "
-                                 "input_id = excluded.input_id", (inp.event.device, inp.event.spot, input_id))
-                if device is not None and device_seq is not None:
-                    conn.execute("INSERT INTO devices VALUES (?, ?, ?) ON CONFLICT(device) DO UPDATE SET "
-                                 "last_seq = excluded.last_seq, input_id = excluded.input_id",
-                                 (device, device_seq, input_id))
-                last_seq = self._last_seq + len(prepared)
-                conn.execute("UPDATE meta SET last_seq = ?, last_input = ?, current_round = ?, "
-                             "shoe_anchor = ?, current_shoe = ?, replay_anchor = ?, replay_shoe = ? "
-                             "WHERE id = 1",
-                             (last_seq, input_id, current, shoes.anchor, shoes.current, shoes.replay_anchor,
-                              shoes.replay_shoe))
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise classify_sqlite_error(exc, "append") from None
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
-            self._last_seq, self._last_input = last_seq, input_id
-            self._current_round, self._shoes = current, shoes
-        return [OutboxRow(row_id=p.row_id, seq=p.row_id, msg_id=p.msg_id, channel=p.channel, device=p.device,
-                          payload=p.payload, retain=p.retain, qos=p.qos) for p in prepared]
+            self._check_files(conn)
+            conn = self._db()
+            state = self._state
+            batch = _Batch(self._key, state)
+            marks: list[tuple[int, int]] = []
+            marked: tuple[int, ...] = ()
+            if self._marks_due():
+                marked = tuple(self._marked)
+                state, marks = self._take_marks(conn, batch, state)
+            out: list[list[OutboxRow]] = []
+            pending: list[tuple[int, str | None]] = []
+            blocks: list[Block] = []
+            for (kind, payload), (device, device_seq), ts, inp, emits in encoded:
+                state, rows, block = self._add_input(batch, state, kind, payload, device, device_seq, ts, inp,
+                                                     emits, pending)
+                out.append(rows)
+                if block is not None:
+                    blocks.append(block)
+            self._commit(conn, batch, state, pending=pending, marks=marks, blocks=blocks)
+            self._committed(state, marked)
+            for rows in out:
+                for row in rows:
+                    self._remember(row)
+                    if len(self._unacked) < UNACKED_MAX:
+                        self._unacked.add(row.seq)
+        return out
 
-    def _round_ref(self, conn: sqlite3.Connection, p: _Prepared, input_id: int, ts: str) -> int:
-        assert p.round_key is not None
-        shoe, rnd = p.round_key
-        row = conn.execute("SELECT id FROM rounds WHERE shoe IS ? AND round IS ?", (shoe, rnd)).fetchone()
-        if row is not None:
-            return int(row[0])
-        cur = conn.execute("INSERT INTO rounds (shoe, round, first_input, first_row, started_ts) "
-                           "VALUES (?, ?, ?, ?, ?)", (shoe, rnd, input_id, p.row_id, ts))
-        assert cur.lastrowid is not None
-        return cur.lastrowid
+    def _add_input(self, batch: _Batch, state: State, kind: str, payload: bytes, device: str | None,
+                   device_seq: int | None, ts: str, inp: TimedInput, emits: Sequence[Emit],
+                   pending: list[tuple[int, str | None]]) -> tuple[State, list[OutboxRow], Block | None]:
+        """Chain one input and its messages onto ``batch``; the state after it and the block it closes."""
+        entry = batch.entry_row(lambda e: InputRow(e, ts, kind, payload)).entry
+        rows: list[OutboxRow] = []
+        closing: tuple[Any, Any] | None = None
+        current = state.round
+        shoes: list[Any] = []
+        for emit in emits:
+            seq = batch.seq = batch.seq + 1
+            msg_id = f"{self._table}-{self._meta.epoch}-{seq}-{secrets.token_hex(4)}"
+            message: Any
+            if isinstance(emit.message, FloorRound):
+                message = msgspec.structs.replace(emit.message, seq=seq, msg_id=msg_id, chain_seq=seq - 1,
+                                                  chain_head=batch.link.hex())
+            else:
+                message = msgspec.structs.replace(emit.message, seq=seq, msg_id=msg_id)
+            channel = _channel_name(emit.channel)
+            mrow = MessageRow(seq, entry, msg_id, channel, emit.device, bool(emit.retain), int(emit.qos),
+                              msgspec.json.encode(message))
+            batch.message_row(mrow)
+            rows.append(_outbox_row(mrow))
+            pending.append((seq, _topic(channel, emit.device) if mrow.retain else None))
+            key = message_round(message)
+            if key is not None:
+                current = key
+                if message_schema(message) in ROUND_COMPLETE_SCHEMAS:
+                    closing = key
+            shoes.append(getattr(message, "shoe", None))
+        changes = _after_shoes(state, entry, shoes)
+        spots = state.spots
+        if isinstance(inp.event, SpotChanged):
+            spot_key = (inp.event.device, inp.event.spot)
+            spots = (*(s for s in spots if (s[0], s[1]) != spot_key), (*spot_key, entry))
+        devices = state.devices
+        if device is not None and device_seq is not None:
+            devices = {**devices, device: device_seq}
+        state = msgspec.structs.replace(state, round=current, devices=devices, spots=spots, **changes)
+        state, block = self._after_batch(state, batch, ts, closing)
+        return state, rows, block
+
+    def _committed(self, state: State, marked: Sequence[int]) -> None:
+        self._state = state
+        self._startup_rows.clear()
+        if marked:
+            for seq in marked:
+                self._marked.pop(seq, None)
+            if not self._marked:
+                self._marked_since, self._marked_at = 0.0, 0.0
+        self._record_head()
+
+    def _remember(self, row: OutboxRow) -> None:
+        self._recent[row.seq] = row
+        self._recent_bytes += len(row.payload)
+        while self._recent_bytes > RECENT_BYTES and self._recent:
+            _, old = self._recent.popitem(last=False)
+            self._recent_bytes -= len(old.payload)
+
+    def _marks_due(self) -> bool:
+        return bool(self._marked) and (len(self._marked) >= MARK_BATCH
+                                       or time.monotonic() - self._marked_since >= MARK_DELAY)
+
+    def flush_marks(self) -> None:
+        """Record the waiting acknowledgements now (one mark entry, committed without an fsync of its
+        own: losing it to a power cut only republishes those messages once; the next append's fsync makes
+        it durable). Raises :class:`JournalUnwritable` / :class:`JournalDamaged` like an append."""
+        with self._lock:
+            if not self._marked:
+                return
+            conn = self._db()
+            self._check_files(conn)
+            conn = self._db()
+            state = self._state
+            batch = _Batch(self._key, state)
+            marked = tuple(self._marked)
+            state, marks = self._take_marks(conn, batch, state)
+            ts = _iso(self._marked_at) if self._marked_at else _now()
+            state, block = self._after_batch(state, batch, ts, None)
+            self._commit(conn, batch, state, marks=marks, blocks=[block] if block else [], synchronous=False)
+            self._committed(state, marked)
 
     # ------------------------------------------------------------------ relay side
 
-    def pending(self, limit: int = 100, after_row: int = 0) -> list[OutboxRow]:
-        """Up to ``limit`` undelivered rows with ``row_id > after_row``, in ``seq`` order.
+    def mark_delivered(self, row_id: int) -> None:
+        """Record the broker's acknowledgement of message ``row_id`` (idempotent).
 
-        Memory is bounded by ``limit`` (an indexed range query, never a full load). Raises
-        :class:`JournalDamaged` if a row fails its checksum, ``ValueError`` for ``limit < 1``.
+        Acknowledgements are sealed in batches, as one mark entry, once :data:`MARK_BATCH` are waiting or
+        the oldest has waited :data:`MARK_DELAY` seconds (with the next append or acknowledgement), or by
+        :meth:`flush_marks`, :meth:`prune`, :meth:`retained_latest` and :meth:`close`; meanwhile
+        :meth:`pending` no longer returns the row. A crash
+        before they are recorded only republishes those rows once (consumers drop them by ``msg_id``).
+        Raises ``KeyError`` for a ``seq`` the journal never held, :class:`JournalUnwritable` when
+        recording a batch fails (the acknowledgements stay waiting).
+        """
+        with self._lock:
+            if row_id in self._marked:
+                return
+            if not 1 <= row_id <= self._state.last_seq:
+                raise KeyError(f"journal holds no outbox row {row_id}")
+            if row_id in self._unacked:
+                self._unacked.discard(row_id)
+            else:  # not appended by this process (or beyond the memory bound): ask the file
+                try:
+                    waiting = self._db().execute("SELECT 1 FROM pending WHERE seq = ?", (row_id,)).fetchone()
+                except sqlite3.Error as exc:
+                    raise classify_sqlite_error(exc, "mark_delivered") from None
+                if waiting is None:
+                    return  # already acknowledged
+            if not self._marked:
+                self._marked_since = time.monotonic()
+            self._marked[row_id] = None
+            self._marked_at = time.time()
+            if self._marks_due():
+                self.flush_marks()
+
+    def mark_delivered_many(self, row_ids: Iterable[int]) -> None:
+        """:meth:`mark_delivered` for each of ``row_ids`` (one lock, at most one batch recorded)."""
+        with self._lock:
+            for row_id in row_ids:
+                self.mark_delivered(row_id)
+
+    def pending(self, limit: int = 100, after_row: int = 0) -> list[OutboxRow]:
+        """Up to ``limit`` unacknowledged messages with ``seq > after_row``, in ``seq`` order.
+
+        Memory is bounded by ``limit`` and one block (an indexed range query, never a full load). Rows
+        this process appended come from memory; others are read a block at a time and verified against
+        the chain. Raises :class:`JournalDamaged` if a block fails its seal, ``ValueError`` for
+        ``limit < 1``.
         """
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         with self._lock:
+            seqs: list[int] = []
+            cursor = after_row
             try:
-                rows = self._db().execute(
-                    f"SELECT {_OUTBOX_COLS} FROM outbox INDEXED BY outbox_pending "
-                    "WHERE delivered_at IS NULL AND row_id > ? ORDER BY row_id LIMIT ?",
-                    (after_row, limit)).fetchall()
+                while len(seqs) < limit:
+                    got = [int(r[0]) for r in self._db().execute(
+                        "SELECT seq FROM pending WHERE seq > ? ORDER BY seq LIMIT ?",
+                        (cursor, limit - len(seqs) + len(self._marked))).fetchall()]
+                    if not got:
+                        break
+                    seqs += [s for s in got if s not in self._marked][: limit - len(seqs)]
+                    cursor = got[-1]
             except sqlite3.Error as exc:
                 raise classify_sqlite_error(exc, "read") from None
-            return [self._checked_row(r) for r in rows]
-
-    def mark_delivered(self, row_id: int) -> None:
-        """Record the broker's acknowledgement of row ``row_id`` (idempotent).
-
-        The mark is committed without an fsync of its own (``synchronous=NORMAL`` for this one statement):
-        losing it to a power cut only means the row is published once more after restart, which
-        consumers drop by ``msg_id``; the next append's fsync makes it durable anyway. Raises ``KeyError``
-        for a row the journal does not hold, :class:`JournalUnwritable` when the write fails.
-        """
-        with self._lock:
-            conn = self._db()
-            try:
-                conn.execute("PRAGMA synchronous=NORMAL")
-                try:
-                    cur = conn.execute("UPDATE outbox SET delivered_at = ? WHERE row_id = ? "
-                                       "AND delivered_at IS NULL", (_now(), row_id))
-                finally:
-                    conn.execute("PRAGMA synchronous=FULL")
-                if cur.rowcount == 0 and conn.execute("SELECT 1 FROM outbox WHERE row_id = ?",
-                                                      (row_id,)).fetchone() is None:
-                    raise KeyError(f"journal holds no outbox row {row_id}")
-            except sqlite3.Error as exc:
-                raise classify_sqlite_error(exc, "mark_delivered") from None
+            return self._rows(seqs)
 
     def pending_count(self) -> int:
-        """How many rows await the broker's acknowledgement."""
+        """How many messages await the broker's acknowledgement."""
         with self._lock:
             try:
-                return int(self._db().execute(
-                    "SELECT count(*) FROM outbox INDEXED BY outbox_pending WHERE delivered_at IS NULL"
-                ).fetchone()[0])
+                count = int(self._db().execute("SELECT count(*) FROM pending").fetchone()[0])
             except sqlite3.Error as exc:
                 raise classify_sqlite_error(exc, "read") from None
+            return count - len(self._marked)
 
     def retained_latest(self) -> list[OutboxRow]:
-        """The latest *delivered* row of every retained ``(channel, device)``, in ``seq`` order: what the
-        relay republishes after a reconnect (the broker may have lost retained messages, ecosystem.md
-        §1.9 item 9). Undelivered retained rows are not included: the relay publishes them in order
-        anyway, and republishing them early would break the table-wide ``seq`` order."""
+        """The latest *delivered* message of every retained ``(channel, device)``, in ``seq`` order: what
+        the relay republishes after a reconnect (a broker restarted without persistence has lost its
+        retained messages). Undelivered retained rows are not included: the relay publishes them in order
+        anyway, and republishing them early would break the table-wide ``seq`` order. Acknowledgements
+        not recorded yet count (they are recorded first when the journal can be written)."""
         with self._lock:
+            with contextlib.suppress(JournalUnwritable):  # a full disk: read what is there
+                self.flush_marks()
+            topics = {(c, d): s for c, d, s in self._state.topics}
+            if self._marked:
+                marked = tuple(self._marked)
+                try:
+                    found = self._db().execute(
+                        f"SELECT seq, CAST(topic AS BLOB) FROM pending WHERE topic IS NOT NULL AND seq IN "
+                        f"({','.join('?' * len(marked))})", marked).fetchall()
+                except sqlite3.Error as exc:
+                    raise classify_sqlite_error(exc, "read") from None
+                for seq, topic in found:
+                    channel, _, device = bytes(topic).decode(errors="replace").partition("\x1f")
+                    key = (channel, device or None)
+                    topics[key] = max(topics.get(key, 0), int(seq))
+            return self._rows(sorted(topics.values()))
+
+    def messages_by_seq(self, from_seq: int, to_seq: int, limit: int = 10_000) -> list[OutboxRow]:
+        """The journaled messages with ``from_seq <= seq <= to_seq`` (at most ``limit``), delivered or not,
+        in ``seq`` order, for replay by ``seq``: the stored payload bytes, original ``seq`` and ``msg_id``.
+        Messages retention already deleted are simply absent (:meth:`first_seq`). Raises
+        :class:`JournalDamaged` when a block fails its seal, ``ValueError`` for ``limit < 1``."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        out: list[OutboxRow] = []
+        with self._lock:
+            conn = self._db()
+            seq = max(1, from_seq)
             try:
-                rows = self._db().execute(
-                    f"SELECT {_OUTBOX_COLS} FROM outbox WHERE row_id IN ({_LATEST_RETAINED}) ORDER BY row_id"
-                ).fetchall()
+                while seq <= min(to_seq, self._state.last_seq) and len(out) < limit:
+                    block = self._block_from_seq(conn, seq)
+                    if block is None:
+                        break
+                    for row in self._block_rows(conn, block):
+                        if (isinstance(row, MessageRow) and max(seq, block.first_seq) <= row.seq <= to_seq
+                                and len(out) < limit):
+                            out.append(self._recent.get(row.seq) or _outbox_row(row))
+                    seq = max(seq, block.last_seq + 1)
             except sqlite3.Error as exc:
                 raise classify_sqlite_error(exc, "read") from None
-            return [self._checked_row(r) for r in rows]
+        return out
+
+    def first_seq(self) -> int | None:
+        """The lowest message ``seq`` still held (``None`` when none is)."""
+        with self._lock:
+            try:
+                row = self._db().execute(
+                    "SELECT first_seq FROM blocks INDEXED BY blocks_seq WHERE last_seq >= first_seq "
+                    "ORDER BY last_seq LIMIT 1").fetchone()
+            except sqlite3.Error as exc:
+                raise classify_sqlite_error(exc, "read") from None
+            if row is not None:
+                return int(row[0])
+            state = self._state
+            return state.open_seq if state.last_seq >= state.open_seq else None
+
+    def _block_from_seq(self, conn: sqlite3.Connection, seq: int) -> Block | None:
+        """The block holding ``seq`` or, when it was pruned, the next block holding a later one."""
+        state = self._state
+        if seq >= state.open_seq:
+            return bk.open_block(state) if seq <= state.last_seq else None
+        r = conn.execute(f"SELECT {bk.BLOCK_COLS} FROM blocks INDEXED BY blocks_seq WHERE last_seq >= ? "
+                         "AND last_seq >= first_seq ORDER BY last_seq LIMIT 1", (seq,)).fetchone()
+        if r is None:
+            return bk.open_block(state) if state.last_seq >= state.open_seq else None
+        return bk._block(r)
+
+    def _rows(self, seqs: Sequence[int]) -> list[OutboxRow]:
+        """The messages ``seqs`` (held ones), from memory or verified blocks."""
+        conn = self._db()
+        found: dict[int, OutboxRow] = {}
+        missing = []
+        for seq in seqs:
+            recent = self._recent.get(seq)
+            if recent is not None:
+                found[seq] = recent
+            else:
+                missing.append(seq)
+        try:
+            for seq in missing:
+                if seq in found:
+                    continue
+                block = bk.block_of_seq(conn, self._state, seq)
+                if block is None:
+                    continue
+                for row in self._block_rows(conn, block):
+                    if isinstance(row, MessageRow) and row.seq in missing:
+                        found[row.seq] = _outbox_row(row)
+        except sqlite3.Error as exc:
+            raise classify_sqlite_error(exc, "read") from None
+        return [found[s] for s in seqs if s in found]
+
+    def _block_rows(self, conn: sqlite3.Connection, block: Block) -> list[Row]:
+        """The verified rows of ``block`` (closed blocks cached; the open block read each time)."""
+        startup = self._startup_rows.pop(block.id, None)
+        if startup is not None and (not block.is_open or self._state.entry == block.last_entry):
+            return startup  # verified when the journal was opened, nothing written since
+        if not block.is_open:
+            cached = self._blocks_cache.get(block.id)
+            if cached is not None:
+                self._blocks_cache.move_to_end(block.id)
+                return cached
+        rows = bk.verified_rows(conn, self._key, block, self._units)
+        self._cache_block(block, rows)
+        return rows
+
+    def _cache_block(self, block: Block, rows: list[Row]) -> None:
+        if block.is_open:
+            return
+        self._blocks_cache[block.id] = rows
+        while len(self._blocks_cache) > 4:
+            self._blocks_cache.popitem(last=False)
 
     # ------------------------------------------------------------------ recovery
+
+    def _inputs_from(self, first: int) -> Iterator[InputRow]:
+        """Verified input rows with ``entry >= first``, in order, a block at a time."""
+        with self._lock:
+            conn = self._db()
+            state = self._state
+            start = bk.block_of_entry(conn, state, max(first, 1))
+            block_ids = [start.id] if start is not None else []
+        if not block_ids:
+            return
+        next_id = block_ids[0]
+        while True:
+            with self._lock:
+                conn = self._db()
+                state = self._state
+                try:
+                    block = bk.block_of_entry(conn, state, next_id)
+                    if block is None:
+                        return
+                    rows = self._block_rows(conn, block)
+                except sqlite3.Error as exc:
+                    raise classify_sqlite_error(exc, "read") from None
+            for row in rows:
+                if isinstance(row, InputRow) and row.entry >= first:
+                    yield row
+            if block.is_open:
+                return
+            next_id = block.last_entry + 1
 
     def replay_inputs(self) -> Iterator[TimedInput]:
         """The journaled inputs needed to rebuild the state machine after a crash, in arrival order,
@@ -554,164 +1084,381 @@ class Journal:
         old shoe had cards out): replaying from the current shoe's first input would rebuild a different
         first round. Rebuild with ``TableMachine(config, shoe=journal.replay_shoe)``, seed its pads with
         :meth:`pads_before_replay`, then feed these (emits discarded: they are already in the outbox).
-        :meth:`prune` never deletes inputs from the replay start on. Reads in chunks of 512 (bounded
-        memory). Raises :class:`JournalDamaged` for a row failing its checksum or its decoding.
+        :meth:`prune` never deletes inputs from the replay start on. Reads one block at a time (bounded
+        memory), each verified against the chain. Raises :class:`JournalDamaged` for a block failing its
+        seal or an input that cannot be decoded.
         """
         with self._lock:
-            last = (self._shoes.replay_anchor or 1) - 1
-        while True:
-            with self._lock:
-                try:
-                    rows = self._db().execute(
-                        "SELECT id, ts, kind, device, device_seq, payload, crc FROM inputs WHERE id > ? "
-                        "ORDER BY id LIMIT ?", (last, _READ_CHUNK)).fetchall()
-                except sqlite3.Error as exc:
-                    raise classify_sqlite_error(exc, "read") from None
-            if not rows:
-                return
-            for r in rows:
-                if input_crc(r[0], r[1], r[2], r[3], r[4], r[5]) != r[6]:
-                    raise JournalDamaged(f"journal {self.path}: input {r[0]} fails its checksum")
-                yield TimedInput(ts=r[1], event=decode_event(r[2], bytes(r[5])))
-            last = rows[-1][0]
+            first = self._state.replay_anchor if self._state.replay_anchor is not None else 1
+        for row in self._inputs_from(first):
+            yield TimedInput(ts=row.ts, event=decode_event(row.kind, row.payload))
 
     def pads_before_replay(self) -> list[TimedInput]:
         """The latest ``SpotChanged`` of every bet-pad spot as it stood just before the first input of
         :meth:`replay_inputs` (in arrival order), for seeding a rebuilt machine's pads: chips left on a
         spot are locked round after round without a new event, so theirs may precede the replay.
-        Empty when the replay starts at the journal's beginning.
-        Raises :class:`JournalDamaged` for a row failing its checksum."""
+        Empty when the replay starts at the journal's beginning. Raises :class:`JournalDamaged` for a
+        block failing its seal."""
         with self._lock:
-            if self._shoes.replay_anchor is None:
+            if self._state.replay_anchor is None:
                 return []
+            wanted = sorted({entry for _, _, entry in self._state.replay_spots})
+            conn = self._db()
+            found: dict[int, InputRow] = {}
             try:
-                rows = self._db().execute(
-                    "SELECT i.id, i.ts, i.kind, i.device, i.device_seq, i.payload, i.crc FROM anchor_spots a "
-                    "JOIN inputs i ON i.id = a.input_id WHERE a.which = 0 ORDER BY i.id").fetchall()
+                for entry in wanted:
+                    if entry in found:
+                        continue
+                    block = bk.block_of_entry(conn, self._state, entry)
+                    if block is None:
+                        raise JournalDamaged(f"journal {self.path}: the pad input {entry} the replay needs "
+                                             "is missing")
+                    for row in self._block_rows(conn, block):
+                        if isinstance(row, InputRow) and row.entry in wanted:
+                            found[row.entry] = row
             except sqlite3.Error as exc:
                 raise classify_sqlite_error(exc, "read") from None
-        out: list[TimedInput] = []
-        for r in rows:
-            if input_crc(r[0], r[1], r[2], r[3], r[4], r[5]) != r[6]:
-                raise JournalDamaged(f"journal {self.path}: input {r[0]} fails its checksum")
-            out.append(TimedInput(ts=r[1], event=decode_event(r[2], bytes(r[5]))))
-        return out
+        return [TimedInput(ts=found[e].ts, event=decode_event(found[e].kind, found[e].payload))
+                for e in wanted if e in found]
 
     def current_round(self) -> tuple[Any, Any] | None:
         """``(shoe, round)`` of the latest round any message was about (the round in progress, or the one
         opened for betting), ``None`` before the first round."""
         with self._lock:
-            if self._current_round is None:
-                return None
-            try:
-                row = self._db().execute("SELECT shoe, round FROM rounds WHERE id = ?",
-                                         (self._current_round,)).fetchone()
-            except sqlite3.Error as exc:
-                raise classify_sqlite_error(exc, "read") from None
-        return None if row is None else (row[0], row[1])
+            rnd = self._state.round
+        return None if rnd is None else (rnd[0], rnd[1])
 
     @property
     def current_shoe(self) -> Any:
         """The shoe number of the latest message that carried one (``None`` before the first)."""
-        return self._shoes.current
+        return self._state.shoe
 
     @property
     def replay_shoe(self) -> Any:
         """The shoe number to build the machine with before :meth:`replay_inputs`: the shoe in play at
         the replay's first input (``None`` before the first shoe: use the machine's default)."""
-        return self._shoes.replay_shoe
+        return self._state.replay_shoe
 
     def last_device_seq(self, device: str) -> int | None:
         """The device ``seq`` of the latest journaled event from ``device`` (``None`` if never heard), so
-        the app can tell cards were missed while it was down (issue 5, crash recovery)."""
-        with self._lock:
-            try:
-                row = self._db().execute("SELECT last_seq FROM devices WHERE device = ?",
-                                         (device,)).fetchone()
-            except sqlite3.Error as exc:
-                raise classify_sqlite_error(exc, "read") from None
-        return None if row is None else int(row[0])
+        the app can tell cards were missed while it was down (crash recovery)."""
+        return self._state.devices.get(device)
 
     # ------------------------------------------------------------------ retention
 
     def prune(self, now: datetime | None = None) -> int:
-        """Delete what retention no longer needs; returns the number of rows deleted.
+        """Maintenance: record waiting acknowledgements, archive closed blocks, apply retention, reclaim
+        space. Returns the number of rows deleted by retention.
 
-        Whole rounds are deleted (their outbox rows, inputs and round entry) once they are older than
-        the last ``retention_rounds`` complete rounds and, with ``retention_days``, completed more than
-        that many days before ``now`` (default: the current UTC time; a round whose completion time
-        cannot be read is kept). A round is kept whole while any of its messages is undelivered, while
-        it holds the latest delivered row of a retained ``(channel, device)``, or while it has inputs
-        the replay needs (from the current shoe's start on). Messages and inputs that belong to no round
-        (device and table status) go when they are older than the oldest round kept, except the latest
-        delivered retained row per topic. So the current round and at least the 9 before it always stay
-        available to recall, and undelivered rows are never deleted.
+        Runs in short steps, each holding the journal lock for a few milliseconds (an append waits at
+        most one step): compressing a block happens outside the lock. Retention deletes whole blocks,
+        oldest first, once they are older than the last ``retention_rounds`` complete rounds and, with
+        ``retention_days``, ended more than that many days before ``now`` (default: the current UTC
+        time); when the file's used size exceeds ``max_size``, older blocks go regardless of the days,
+        down to the last 10 rounds. Never deleted: the blocks the replay needs, a block holding a message
+        not yet acknowledged, the latest delivered message of a retained topic or a bet-pad input the
+        replay may need. Each deletion is chained as a prune entry. Freed pages are returned to the
+        file system (``PRAGMA incremental_vacuum``; the journal is created with ``auto_vacuum =
+        INCREMENTAL``).
         """
+        with self._maintenance:
+            self.flush_marks()
+            self._archive_closed()
+            self._drop_archived_raw_rows()
+            deleted = self._apply_retention(now or datetime.now(UTC))
+            self._vacuum()
+            self._checkpoint()
+            return deleted
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the journal file from a connection of its own, without the journal lock: a
+        passive checkpoint never blocks the writer (https://www.sqlite.org/wal.html#ckpt). The writer's
+        next commit then restarts the WAL from its beginning."""
+        if self._stopping.is_set():
+            return
+        try:
+            side = sqlite3.connect(self._db_name, timeout=1.0, isolation_level=None)
+            try:
+                side.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            finally:
+                side.close()
+        except sqlite3.Error as exc:
+            raise classify_sqlite_error(exc, "checkpoint") from None
+
+    def _after_appends(self) -> None:
+        """Maintenance gives way: while an append is in flight in another thread, wait (up to 10 ms a
+        time, so that maintenance still makes progress beside a table dealing as fast as it can). Python
+        runs one thread at a time, and a thread waiting for the interpreter can wait a whole switch
+        interval (5 ms) each time: CPU-bound maintenance beside an append would delay it over and over."""
+        deadline = time.monotonic() + 0.01
+        while self._appending and time.monotonic() < deadline:
+            time.sleep(0.0002)
+
+    def stop_maintenance(self) -> None:
+        """Make a running :meth:`prune` return after its current step (shutdown; :meth:`close` does it)."""
+        self._stopping.set()
+
+    def _archive_closed(self) -> None:
+        """Archive closed blocks :data:`UNIT_BLOCKS` at a time (oldest first): read them a block per hold
+        of the lock, verify and compress them without it, write the archive rows a few at a time, switch
+        the blocks over in one short transaction, then delete the hot rows they replace a block at a
+        time. The rows and the chain do not change, only how they are stored."""
+        while not self._stopping.is_set():
+            with self._lock:
+                conn = self._db()
+                try:
+                    found = [bk._block(r) for r in conn.execute(
+                        f"SELECT {bk.BLOCK_COLS} FROM blocks INDEXED BY blocks_raw WHERE unit = 0 "
+                        "ORDER BY id LIMIT ?", (UNIT_BLOCKS,)).fetchall()]
+                except sqlite3.Error as exc:
+                    raise classify_sqlite_error(exc, "archive") from None
+            group = found[:1]
+            for block in found[1:]:
+                if block.id != group[-1].last_entry + 1:
+                    break
+                group.append(block)
+            if len(group) < UNIT_BLOCKS:
+                return
+            raw = []
+            for block in group:  # a block per hold of the lock (closed blocks change only here)
+                with self._lock:
+                    try:
+                        raw.append(bk.block_blobs(self._db(), block))
+                    except sqlite3.Error as exc:
+                        raise classify_sqlite_error(exc, "archive") from None
+            parts = []
+            for block, (blobs, hints) in zip(group, raw, strict=True):
+                rows = self._verify_blobs(block, blobs)
+                entries = [b for b, row in zip(blobs, rows, strict=True) if not isinstance(row, MessageRow)]
+                messages = [(row.channel, b) for b, row in zip(blobs, rows, strict=True)
+                            if isinstance(row, MessageRow)]
+                parts.append((block.id, hints, entries, messages))
+                self._after_appends()
+            unit = group[0].id
+            rows_of_unit = bk.archive_rows(unit, pack_unit(parts))
+            for i in range(0, len(rows_of_unit), 16):  # the parts a few at a time, then the switch
+                with self._lock:
+                    self._write_quietly(self._db(), [("INSERT OR REPLACE INTO archive VALUES (?, ?)",
+                                                      rows_of_unit[i:i + 16])], "archive")
+            with self._lock:
+                self._write_quietly(self._db(), [("UPDATE blocks SET unit = ? WHERE id BETWEEN ? AND ?",
+                                                  [(unit, group[0].id, group[-1].id)])], "archive")
+                for block in group:
+                    self._blocks_cache.pop(block.id, None)
+            for block in group:  # the hot rows they replace, a block per transaction
+                if self._stopping.is_set():
+                    return
+                with self._lock:
+                    self._write_quietly(self._db(), [
+                        ("DELETE FROM log WHERE id BETWEEN ? AND ?", [(block.id, block.last_entry)]),
+                        ("DELETE FROM outbox WHERE seq BETWEEN ? AND ?",
+                         [(block.first_seq, block.last_seq)])],
+                        "archive")
+
+    def _drop_archived_raw_rows(self) -> None:
+        """Hot rows below the first block not archived yet belong to archived or deleted blocks (left by
+        an archive step cut short): delete them."""
         with self._lock:
             conn = self._db()
             try:
-                cutoff = conn.execute(
-                    "SELECT id, first_input, first_row FROM rounds INDEXED BY rounds_complete "
-                    "WHERE complete = 1 ORDER BY id DESC LIMIT 1 OFFSET ?", (self._retention - 1,)).fetchone()
-                if cutoff is not None and self._retention_days is not None:
-                    moment = (now or datetime.now(UTC)).timestamp() / 86400.0 + 2440587.5  # Julian day
-                    cutoff = conn.execute(
-                        "SELECT id, first_input, first_row FROM rounds INDEXED BY rounds_complete "
-                        "WHERE complete = 1 AND id <= ? AND julianday(ended_ts) <= ? "
-                        "ORDER BY id DESC LIMIT 1",
-                        (cutoff[0], moment - self._retention_days)).fetchone()
-                if cutoff is None:
-                    return 0
-                cutoff_round, first_input, first_row = cutoff
-                anchor = self._shoes.replay_anchor if self._shoes.replay_anchor is not None else 1
-                conn.execute("BEGIN IMMEDIATE")
-                doomed = [r[0] for r in conn.execute(
-                    "SELECT id FROM rounds r WHERE id < ? "
-                    "AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.round_ref = r.id "
-                    "AND o.delivered_at IS NULL) "
-                    "AND NOT EXISTS (SELECT 1 FROM inputs i WHERE i.round_ref = r.id AND i.id >= ?) "
-                    f"AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.round_ref = r.id AND o.row_id IN "
-                    f"({_LATEST_RETAINED}))", (cutoff_round, anchor))]
-                deleted = 0
-                gone_rows: list[int] = []
-                gone_inputs: list[int] = []
-                for ref in doomed:
-                    gone_rows += [r[0] for r in conn.execute(
-                        "DELETE FROM outbox WHERE round_ref = ? RETURNING row_id", (ref,)).fetchall()]
-                    gone_inputs += [r[0] for r in conn.execute(
-                        f"DELETE FROM inputs WHERE round_ref = ? AND {_NOT_PADS} RETURNING id", (ref,)
-                    ).fetchall()]
-                    deleted += conn.execute("DELETE FROM rounds WHERE id = ?", (ref,)).rowcount
-                oldest_row = conn.execute("SELECT min(first_row), min(first_input) FROM rounds").fetchone()
-                keep_row = min(first_row, oldest_row[0] if oldest_row[0] is not None else first_row)
-                keep_input = min(first_input, anchor,
-                                 oldest_row[1] if oldest_row[1] is not None else first_input)
-                gone_rows += [r[0] for r in conn.execute(
-                    "DELETE FROM outbox WHERE round_ref IS NULL AND row_id < ? AND delivered_at IS NOT NULL "
-                    f"AND row_id NOT IN ({_LATEST_RETAINED}) RETURNING row_id", (keep_row,)).fetchall()]
-                gone_inputs += [r[0] for r in conn.execute(  # also a pad input a deleted round kept while
-                    "DELETE FROM inputs WHERE (round_ref IS NULL OR round_ref NOT IN "  # it anchored the pads
-                    f"(SELECT id FROM rounds)) AND id < ? AND {_NOT_PADS} RETURNING id", (keep_input,)
-                ).fetchall()]
-                deleted += len(gone_rows) + len(gone_inputs)
-                marks = (max(self._marks[0], max(gone_rows, default=0) + 1),
-                         max(self._marks[1], max(gone_inputs, default=0) + 1))
-                if marks != self._marks:
-                    conn.execute("UPDATE prune_marks SET outbox_below = ?, inputs_below = ? WHERE id = 1",
-                                 marks)
-                conn.execute("COMMIT")
-                self._marks = marks
-                return deleted
+                row = conn.execute(f"SELECT {bk.BLOCK_COLS} FROM blocks INDEXED BY blocks_raw WHERE unit = 0 "
+                                   "ORDER BY id LIMIT 1").fetchone()
             except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise classify_sqlite_error(exc, "prune") from None
+                raise classify_sqlite_error(exc, "archive") from None
+            first = bk._block(row) if row is not None else bk.open_block(self._state)
+            self._write_quietly(conn, [("DELETE FROM log WHERE id < ?", [(first.id,)]),
+                                       ("DELETE FROM outbox WHERE seq < ?", [(first.first_seq,)])], "archive")
+
+    def _write_quietly(self, conn: sqlite3.Connection, statements: list[tuple[str, list[tuple[Any, ...]]]],
+                       what: str) -> None:
+        """Run ``statements`` (SQL, parameter rows) in one transaction committed without an fsync of its
+        own (maintenance: redone if lost; the next append's fsync makes it durable). Call with the lock."""
+        try:
+            conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                for sql, params in statements:
+                    conn.executemany(sql, params)
+                conn.execute("COMMIT")
+            finally:
+                conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise classify_sqlite_error(exc, what) from None
+
+    def _verify_blobs(self, block: Block, blobs: list[bytes]) -> list[Row]:
+        """The decoded rows of ``block`` once their chain is recomputed (an altered block is never
+        archived: :class:`JournalDamaged` naming its first failing row). A background step: it gives
+        way to appends every :data:`_YIELD_ROWS` rows (:meth:`_after_appends`)."""
+        current = block.link_before
+        rows: list[Row] = []
+        for i, blob in enumerate(blobs):
+            current = link(self._key, current, blob)
+            rows.append(decode_row(blob, block.label))
+            if i % _YIELD_ROWS == _YIELD_ROWS - 1:
+                self._after_appends()
+        if current != block.link_after:
+            with self._lock:  # name the row
+                bk.verified_rows(self._db(), self._key, block)
+            raise JournalDamaged(f"journal {self.path}: {block.label} fails its seal")
+        return rows
+
+    def _used_bytes(self, conn: sqlite3.Connection) -> int:
+        pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
+        free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+        size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        return (pages - free) * size
+
+    def _protected(self, conn: sqlite3.Connection, state: State) -> tuple[int, set[Block]]:
+        """``(limit, keep)``: blocks from ``limit`` on are never deleted (the replay, the open block),
+        and the blocks in ``keep`` hold something still needed (a pending message, the latest delivered
+        message of a retained topic, a bet-pad input)."""
+        start = state.replay_anchor if state.replay_anchor is not None else 1
+        first = bk.block_of_entry(conn, state, max(start, state.base))
+        limit = first.id if first is not None and not first.is_open else state.open_entry
+        keep: set[Block] = set()
+        entries = {e for _, _, e in state.spots + state.anchor_spots + state.replay_spots}
+        seqs = {s for _, _, s in state.topics}
+        first_limit_seq = first.first_seq if first is not None else state.open_seq
+        seqs |= {int(r[0]) for r in conn.execute("SELECT seq FROM pending WHERE seq < ?", (first_limit_seq,))}
+        for entry in entries:
+            b = bk.block_of_entry(conn, state, entry)
+            if b is not None and not b.is_open:
+                keep.add(b)
+        for seq in seqs:
+            b = bk.block_of_seq(conn, state, seq)
+            if b is not None and not b.is_open:
+                keep.add(b)
+        return limit, keep
+
+    def _round_block(self, conn: sqlite3.Connection, nth: int) -> int:
+        """The id of the ``nth`` latest block that completed a round (0: fewer rounds than that)."""
+        row = conn.execute("SELECT id FROM blocks INDEXED BY blocks_done WHERE round IS NOT NULL "
+                           "ORDER BY id DESC LIMIT 1 OFFSET ?", (nth - 1,)).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def _apply_retention(self, now: datetime) -> int:
+        """Delete blocks retention no longer needs, oldest first, whole archive units only, at most
+        at most :data:`PRUNE_BATCH` blocks (one unit) per locked transaction."""
+        deleted = 0
+        while not self._stopping.is_set():
+            with self._lock:
+                conn = self._db()
+                state = self._state
+                try:
+                    limit, keep = self._protected(conn, state)
+                    upper = min(limit, self._round_block(conn, self._retention))
+                    days = None
+                    if self._retention_days is not None:
+                        oldest = now - timedelta(days=self._retention_days)
+                        days = oldest.isoformat().replace("+00:00", "Z")
+                    doomed, reason = self._doomed(conn, upper, days, keep), "age"
+                    if not doomed and self._max_size is not None and self._used_bytes(conn) > self._max_size:
+                        upper = min(limit, self._round_block(conn, MIN_RETENTION_ROUNDS))
+                        doomed, reason = self._doomed(conn, upper, None, keep), "size"
+                    if not doomed:
+                        return deleted
+                    deleted += self._delete_blocks(conn, state, doomed, reason)
+                except sqlite3.Error as exc:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    raise classify_sqlite_error(exc, "prune") from None
+            if reason == "size":  # give the space back before measuring again
+                self._vacuum()
+        return deleted
+
+    def _doomed(self, conn: sqlite3.Connection, upper: int, days: str | None, keep: set[Block]
+                ) -> list[Block]:
+        """The oldest blocks below ``upper`` (ended before ``days`` when given) that may go: none in
+        ``keep`` or in an archive unit with a block in ``keep``, whole units only."""
+        kept_units = {b.unit for b in keep if b.unit}
+        where = "id < ?"
+        params: list[Any] = [upper]
+        if days is not None:
+            where += " AND julianday(ended_ts) <= julianday(?)"
+            params.append(days)
+        if kept_units:
+            where += f" AND unit NOT IN ({','.join(map(str, sorted(kept_units)))})"
+        if keep:
+            where += f" AND id NOT IN ({','.join(str(b.id) for b in sorted(keep, key=lambda b: b.id))})"
+        params.append(PRUNE_BATCH)
+        found = [bk._block(r) for r in conn.execute(
+            f"SELECT {bk.BLOCK_COLS} FROM blocks WHERE {where} ORDER BY id LIMIT ?", params).fetchall()]
+        if found and found[-1].unit:  # the last unit may continue beyond what was found: whole units only
+            unit = found[-1].unit
+            members = [int(r[0]) for r in conn.execute(
+                "SELECT id FROM blocks WHERE id >= ? AND unit = ? ORDER BY id LIMIT ?",
+                (unit, unit, UNIT_BLOCKS)).fetchall()]
+            if not set(members) <= {b.id for b in found}:
+                found = [b for b in found if b.unit != unit]
+        return found
+
+    def _delete_blocks(self, conn: sqlite3.Connection, state: State, doomed: list[Block], reason: str) -> int:
+        """Delete ``doomed`` blocks and chain a prune entry naming them, in one transaction."""
+        ids = tuple(b.id for b in doomed)
+        base = max(state.base, max(b.last_entry for b in doomed) + 1)
+        batch = _Batch(self._key, state)
+        ts = _now()
+        batch.entry_row(lambda e: PruneRow(e, ts, reason, ids, base))
+        state = msgspec.structs.replace(state, base=base)
+        new_state, block = self._after_batch(state, batch, ts, None)
+        data = bk.encode_state(new_state)
+        rows = 0
+        conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for unit in sorted({b.unit for b in doomed if b.unit}):
+                conn.execute("DELETE FROM archive WHERE id BETWEEN ? AND ?", bk.archive_keys(unit))
+                self._units.drop(unit)
+            for b in doomed:
+                rows += (b.last_entry - b.id + 1) + max(0, b.last_seq - b.first_seq + 1)
+                if not b.unit:
+                    conn.execute("DELETE FROM log WHERE id BETWEEN ? AND ?", (b.id, b.last_entry))
+                    conn.execute("DELETE FROM outbox WHERE seq BETWEEN ? AND ?", (b.first_seq, b.last_seq))
+                conn.execute("DELETE FROM blocks WHERE id = ?", (b.id,))
+                self._blocks_cache.pop(b.id, None)
+            conn.executemany("INSERT INTO log VALUES (?, ?, ?)", batch.log)
+            if block is not None:
+                conn.execute("INSERT INTO blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                             (block.id, block.last_entry, block.first_seq, block.last_seq, block.shoe,
+                              block.round, block.started_ts, block.ended_ts, block.link_before,
+                              block.link_after))
+            conn.execute("UPDATE state SET data = ?, seal = ? WHERE id = 1",
+                         (data, bk.state_seal(self._key, self._meta, data)))
+            conn.execute("COMMIT")
+        finally:
+            conn.execute("PRAGMA synchronous=FULL")
+        self._committed(new_state, ())
+        return rows
+
+    def _vacuum(self, max_steps: int = 256) -> None:
+        """Give freed pages back to the file system, :data:`VACUUM_STEP` pages per locked step."""
+        for _ in range(max_steps):
+            if self._stopping.is_set():
+                return
+            with self._lock:
+                conn = self._db()
+                try:
+                    if int(conn.execute("PRAGMA freelist_count").fetchone()[0]) == 0:
+                        return
+                    conn.execute("PRAGMA synchronous=NORMAL")
+                    try:
+                        conn.execute(f"PRAGMA incremental_vacuum({VACUUM_STEP})").fetchall()
+                    finally:
+                        conn.execute("PRAGMA synchronous=FULL")
+                except sqlite3.Error as exc:
+                    raise classify_sqlite_error(exc, "vacuum") from None
 
     # ------------------------------------------------------------------ close
 
     def close(self) -> None:
-        """Close the database and release the writer lock (idempotent)."""
+        """Record waiting acknowledgements, close the database and release the writer lock (idempotent)."""
+        self._stopping.set()
         with self._lock:
+            if self._conn is not None and self._marked and self._broken is None:
+                with contextlib.suppress(Exception):
+                    self.flush_marks()
             self._release()
 
     def _release(self) -> None:
@@ -731,14 +1478,7 @@ class Journal:
         self.close()
 
 
-_SCHEMA_NAMES = tuple(re.findall(r"CREATE (?:UNIQUE )?(?:TABLE|INDEX) (\w+)", DDL))
-"""The tables and indexes of the schema, checked at open (:meth:`Journal._check_schema`)."""
-
-_PRUNE_MARKS_DDL = ("CREATE TABLE IF NOT EXISTS prune_marks (id INTEGER PRIMARY KEY CHECK (id = 1), "
-                    "outbox_below INTEGER NOT NULL, inputs_below INTEGER NOT NULL)")
-"""Retention watermarks (:meth:`Journal._prune_marks`); added beside schema version 1, created at open."""
-
-_NOT_PADS = ("id NOT IN (SELECT input_id FROM spots) AND id NOT IN (SELECT input_id FROM anchor_spots)")
-_OUTBOX_COLS = "row_id, msg_id, schema, channel, device, retain, qos, created_ts, payload, crc"
-_LATEST_RETAINED = ("SELECT max(row_id) FROM outbox INDEXED BY outbox_retained WHERE retain = 1 "
-                    "AND delivered_at IS NOT NULL GROUP BY channel, device")
+def describe_header(header: Header) -> str:
+    """One line about a journal's identity and head (for logs and ``tablesense verify``)."""
+    s = header.state
+    return (f"table {header.meta.table}, epoch {header.meta.epoch}, chain head {s.last_seq}:{s.head.hex()}")

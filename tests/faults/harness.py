@@ -25,7 +25,6 @@ import json
 import os
 import resource
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -333,15 +332,11 @@ class DaemonProc:
 
 
 def journal_rows(directory: Path) -> list[tuple[int, str, str, int]]:
-    """``(seq, msg_id, channel, delivered)`` of every outbox row, through a read-only connection."""
-    path = directory / "journal.sqlite"
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-    try:
-        rows = conn.execute("SELECT row_id, msg_id, channel, delivered_at IS NOT NULL FROM outbox "
-                            "ORDER BY row_id").fetchall()
-    finally:
-        conn.close()
-    return [(int(a), str(b), str(c), int(d)) for a, b, c, d in rows]
+    """``(seq, msg_id, channel, delivered)`` of every message the journal holds, read and verified
+    against its seal through a read-only connection (one snapshot)."""
+    from journal_support import sealed_messages
+
+    return sealed_messages(directory)
 
 
 # ---------------------------------------------------------------------------------------------- the rig

@@ -97,7 +97,15 @@ async def test_journal_disk_unwritable(rigs: Callable[..., Awaitable[Rig]]) -> N
     assert await rig.daemon.terminate() == 0
     new_failures = rig.daemon.text().split('"event":"daemon_ready"')[-1].count("journal_append_failed")
     assert new_failures == 0
-    rig.verify("journal_unwritable", complete_rounds=sim.rounds[:stopped_after], partial=partial,
+    complete = sim.rounds[:stopped_after]
+    results = {(g.body["shoe"], g.body["round"]) for g in rig.sub.first_of_each()
+               if g.topic.endswith("/results")}
+    if partial is not None and len(results) == len(complete) + 1:
+        # the card that found the disk full was the round's last: resent after the restart, it completed
+        # the round (where the disk fills depends on the rows' sizes)
+        partial.cards.append(holder["card"])
+        complete, partial = [*complete, partial], None
+    rig.verify("journal_unwritable", complete_rounds=complete, partial=partial,
                extra={"fsize_limit": LIMIT, "rounds_before_disk_full": stopped_after,
                       "journal_rows_at_failure": rows_at_failure, "backlog_at_failure": backlog,
                       "critical_log_lines": rig.daemon.events("journal_append_failed")})
