@@ -730,6 +730,38 @@ class Journal:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # ------------------------------------------------------------------ replay by seq
+    # MINIMAL STAND-INS added on the mqtt branch so that replay by seq works before the journal branch
+    # lands: messages_by_seq, first_seq and chain_head are REPLACED AT MERGE by the journal owner's
+    # versions (same signatures; chain_head then returns the real HMAC chain head).
+
+    def messages_by_seq(self, from_seq: int, to_seq: int, limit: int) -> list[OutboxRow]:
+        """Journaled messages with ``from_seq <= seq <= to_seq`` in seq order, delivered ones included, at
+        most ``limit`` of them; rows already pruned are simply absent. Raises :class:`JournalDamaged` for
+        a row failing its checksum."""
+        with self._lock:
+            try:
+                rows = self._db().execute(
+                    f"SELECT {_OUTBOX_COLS} FROM outbox WHERE row_id BETWEEN ? AND ? ORDER BY row_id LIMIT ?",
+                    (from_seq, to_seq, max(0, limit))).fetchall()
+            except sqlite3.Error as exc:
+                raise classify_sqlite_error(exc, "read") from None
+            return [self._checked_row(r) for r in rows]
+
+    def first_seq(self) -> int | None:
+        """The lowest ``seq`` the journal still holds (``None`` when it holds no message)."""
+        with self._lock:
+            try:
+                row = self._db().execute("SELECT min(row_id) FROM outbox").fetchone()
+            except sqlite3.Error as exc:
+                raise classify_sqlite_error(exc, "read") from None
+        return None if row is None or row[0] is None else int(row[0])
+
+    def chain_head(self) -> tuple[int, str]:
+        """``(chain_seq, chain_head)``: STAND-IN returning ``(last_seq, "")`` until the sealed journal
+        (HMAC hash chain) replaces it at merge."""
+        return self._last_seq, ""
+
 
 _SCHEMA_NAMES = tuple(re.findall(r"CREATE (?:UNIQUE )?(?:TABLE|INDEX) (\w+)", DDL))
 """The tables and indexes of the schema, checked at open (:meth:`Journal._check_schema`)."""
