@@ -110,7 +110,8 @@ def shipped_config(d: Path, port: int, cert_port: int) -> str:
     for line in ("per_listener_settings false", "allow_anonymous false", "require_certificate true",
                  "use_identity_as_username true"):
         assert re.search(rf"^{line}$", text, flags=re.MULTILINE), line
-    assert len(re.findall(r"^use_username_as_clientid true$", text, flags=re.MULTILINE)) == 2  # both listeners
+    # the identity binding under test, on both listeners
+    assert len(re.findall(r"^use_username_as_clientid true$", text, flags=re.MULTILINE)) == 2
     # as root mosquitto would switch to user "mosquitto", which cannot read the temp directory
     return text + f"\nuser {getpass.getuser()}\nlog_dest file {d / 'mosquitto.log'}\nlog_type all\n"
 
@@ -490,9 +491,10 @@ async def test_the_daemon_runs_within_its_acl_over_tls(broker: Broker, tmp_path:
     assert f"Received PUBLISH from table-{T1}" in ours and f"Denied PUBLISH from table-{T1}" not in ours
 
 
-# ------------------------------------------------------------------------------------ identities bound to users
+# ------------------------------------------------------------------------------------ identities bound
 
-async def test_signage_credentials_cannot_take_over_the_daemons_session(broker: Broker, tmp_path: Path) -> None:
+async def test_signage_credentials_cannot_take_over_the_daemons_session(broker: Broker,
+                                                                        tmp_path: Path) -> None:
     """The tester, with the signage password, connected as the daemon's client id and kicked the real
     daemon off 26 times in 30 s. With ``use_username_as_clientid`` the broker makes that connection
     ``signage-bac-01`` whatever id it asks for: the daemon (`App` as `tablesense run` runs it, user
