@@ -187,9 +187,12 @@ class DuplicateInstance:
 
     def text(self) -> str:
         """One line for the alarm and the log."""
-        how = "took this session over, then " if self.taken_over else ""
-        return (f"another tablesense instance {self.other or '?'} (journal epoch {self.other_epoch or '?'}) "
-                f"for this table with client id {self.client_id} {how}stepped back to standby: stop it")
+        if not self.other:
+            return (f"another client with client id {self.client_id} took this table's MQTT session over "
+                    "(MQTT 5 reason 0x8E) and has let go: a second tablesense for this table, or someone "
+                    "using its broker identity")
+        return (f"another tablesense instance {self.other} (journal epoch {self.other_epoch or '?'}) for "
+                f"this table with client id {self.client_id} stepped back to standby: stop it")
 
 
 class _StatusPeek(msgspec.Struct):
@@ -826,10 +829,13 @@ class Relay:
         await client.publish_acked(topic, payload, qos, retain, _publish_properties(self.protocol == "5"),
                                    timeout=self.settings.publish_timeout if timeout is None else timeout)
 
-    async def _subscribe(self, client: _AckClient, topic: str, v5: bool) -> None:
-        # v5: Retain As Published, so a command published with the retain flag arrives with it and is
-        # refused even on its first, live delivery (OASIS MQTT 5.0 §3.8.3.1)
-        if v5:
+    async def _subscribe(self, client: _AckClient, topic: str, v5: bool, *,
+                         as_published: bool = False) -> None:
+        """QoS 1. ``as_published`` (v5 Retain As Published, OASIS MQTT 5.0 §3.8.3.1), for commands: one
+        published with the retain flag arrives with it and is refused even on its first, live delivery.
+        Not for ``status``: there the retain flag must tell the stored message (sent at subscription) from
+        one published now."""
+        if v5 and as_published:
             await client.subscribe(topic, qos=0, options=SubscribeOptions(qos=1, retainAsPublished=True))
         else:
             await client.subscribe(topic, qos=1)
@@ -840,7 +846,7 @@ class Relay:
         receive side until the connection ends."""
         self._props = _publish_properties(v5)
         await self._subscribe(client, self.topics.status, v5)
-        await self._subscribe(client, self.topics.cmd_filter, v5)
+        await self._subscribe(client, self.topics.cmd_filter, v5, as_published=True)
         # Mosquitto sends a subscription's retained messages right after its SUBACK, so whatever the
         # status subscription brought is queued before the second SUBACK returned: read it now.
         early: list[aiomqtt.Message] = []
@@ -920,9 +926,9 @@ class Relay:
             self._online_ts = _PEEK.decode(payload).ts or _now_ts()
         except (msgspec.DecodeError, msgspec.ValidationError):
             self._online_ts = _now_ts()
-        if self._taken_over:
-            log.warning("mqtt_session_back_after_takeover", client_id=self.settings.client_id)
-        self._taken_over = False
+        if self._taken_over:  # the session is back and nobody newer holds the table: say what happened
+            self._taken_over = False
+            self._raise_duplicate(DuplicateInstance("", "", self.settings.client_id, True))
         self._takeover_backoff.reset()
 
     def _on_status(self, message: aiomqtt.Message) -> None:
@@ -936,15 +942,19 @@ class Relay:
             raise _SteppedBack(DuplicateInstance(st.instance, st.epoch, self.settings.client_id, False))
         if st.state == "standby" and st.instance not in self._duplicates:
             self._duplicates.add(st.instance)
-            info = DuplicateInstance(st.instance, st.epoch, self.settings.client_id, False)
-            log.error("mqtt_duplicate_instance", client_id=self.settings.client_id, instance=self.instance,
-                      other=st.instance, other_epoch=st.epoch, message=info.text())
-            if self._on_duplicate is not None:
-                try:
-                    self._on_duplicate(info)
-                except Exception:  # the alarm is the app's business; the relay goes on
-                    log.exception("duplicate_instance_callback_failed")
-            self.republish_status()
+            self._raise_duplicate(DuplicateInstance(st.instance, st.epoch, self.settings.client_id, False))
+            self.republish_status()  # its standby replaced our status on the retained topic
+
+    def _raise_duplicate(self, info: DuplicateInstance) -> None:
+        """Log the duplicate at error and hand it to ``on_duplicate`` (the ``DUPLICATE_INSTANCE`` alarm)."""
+        log.error("mqtt_duplicate_instance", client_id=self.settings.client_id, instance=self.instance,
+                  other=info.other or None, other_epoch=info.other_epoch or None, taken_over=info.taken_over,
+                  message=info.text())
+        if self._on_duplicate is not None:
+            try:
+                self._on_duplicate(info)
+            except Exception:  # the alarm is the app's business; the relay goes on
+                log.exception("duplicate_instance_callback_failed")
 
     async def _step_back(self, client: _AckClient, info: DuplicateInstance,
                          early: Sequence[aiomqtt.Message]) -> None:
