@@ -293,6 +293,7 @@ class App:
         """SHA-256 of the config file's bytes (``config_path``; ``""`` without one) for the status."""
         self.software = software_version()
         self._replay_answers: OrderedDict[str, tuple[bool, str]] = OrderedDict()
+        self._replay_lock = asyncio.Lock()
         self._install_signals = install_signals
         self.queue: asyncio.Queue[DeviceEvent | DeviceState] = asyncio.Queue(maxsize=queue_size)
         self.machine: TableMachine | None = None
@@ -601,7 +602,8 @@ class App:
         elif self.journal is None or self.relay is None:
             answer = (False, "no journal to replay from")
         else:
-            answer = await self._queue_replay(int(request.args["from_seq"]), int(request.args["to_seq"]))
+            async with self._replay_lock:  # requests are queued (and so published) in arrival order
+                answer = await self._queue_replay(int(request.args["from_seq"]), int(request.args["to_seq"]))
         if request.command_id:
             self._replay_answers[request.command_id] = answer
             while len(self._replay_answers) > _REMEMBERED_REPLAYS:
