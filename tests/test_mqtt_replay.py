@@ -16,8 +16,11 @@ floor system runs (:func:`missing_seqs`).
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import importlib.metadata
 import json
 import random
+import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator
@@ -152,6 +155,13 @@ async def test_broker_crash_the_floor_finds_the_gap_and_recovers_every_message_b
         await wait_until(lambda: any(g.topic == f"{base}/status" and g.body.get("state") == "online"
                                      for g in floor2.snapshot()), 30, "the status after the restart")
         status = [g.body for g in floor2.snapshot() if g.topic == f"{base}/status"][-1]
+        # the birth message of `tablesense run`: what software, which config, which journal, how far
+        assert status["software"] == importlib.metadata.version("tablesense")
+        assert status["config_digest"] == hashlib.sha256(cfg_path.read_bytes()).hexdigest()
+        assert re.fullmatch(r"[0-9a-f]{16}", status["instance"])
+        assert all(f"-{status['epoch']}-" in r[1] for r in journal_rows(journal))
+        assert 0 < status["last_seq"] <= journal_rows(journal)[-1][0]
+        assert 0 <= status["chain_seq"] <= status["last_seq"]
         await wait_until(lambda: max(got().values()) >= rows[-1][0], 30, "the latest messages live")
         lost = {r[1] for r in rows} - set(got())
         lost_settlements = sum(1 for r in rows if r[1] in lost and r[2] == "settlements")
