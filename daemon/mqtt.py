@@ -563,7 +563,8 @@ class Relay:
     ``rejected`` (negative acknowledgements seen), ``connects`` (successful connections), ``protocol``
     (``"5"`` or ``"3.1.1"`` in use), ``mark_failures`` (acknowledged rows the journal could not mark
     delivered: published again after the next reconnect or restart), ``crashes`` (unexpected exceptions
-    the relay survived by starting over), ``standby`` (why this instance stepped back, else ``None``),
+    the relay survived by starting over), ``standby`` (why this instance stepped back, one line for the
+    status ``detail``, else ``None``),
     ``takeovers`` (sessions taken over, v5 0x8E), ``dead_links`` (connections closed as dead from the
     receive side), ``replayed`` (rows republished by ``replay``).
     """
@@ -960,7 +961,9 @@ class Relay:
                          early: Sequence[aiomqtt.Message]) -> None:
         """Become standby: publish our ``standby`` status (retained), refuse what commands already came,
         and end the session with a clean DISCONNECT (so the will is not published)."""
-        self.standby = info.text()
+        self.standby = (f"instance {info.other} (journal epoch {info.other_epoch}) publishes for this table "
+                        f"with client id {self.settings.client_id}: this instance {self.instance} stepped "
+                        "back and publishes nothing until restarted")
         log.error("mqtt_duplicate_instance_standby", client_id=self.settings.client_id,
                   instance=self.instance, other=info.other, other_epoch=info.other_epoch,
                   taken_over=info.taken_over,
