@@ -68,7 +68,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import aiomqtt
 import msgspec
@@ -1033,12 +1033,18 @@ class Relay:
             for _, fut in inflight:
                 fut.cancel()
 
+    def _ack_timed_out(self, topic: str) -> NoReturn:
+        """No PUBACK within ``publish_timeout``: the connection is taken for dead and closed at once (a
+        graceful DISCONNECT could wait behind a full send buffer), and the session ends."""
+        if self._client is not None:
+            self._client.force_close()
+        raise aiomqtt.MqttError(f"no acknowledgement for {topic} within {self.settings.publish_timeout:g} s")
+
     async def _replay_settle(self, topic: str, fut: asyncio.Future[None]) -> None:
         try:
             await asyncio.wait_for(asyncio.shield(fut), timeout=self.settings.publish_timeout)
         except TimeoutError:
-            raise aiomqtt.MqttError(f"no acknowledgement for {topic} within "
-                                    f"{self.settings.publish_timeout:g} s") from None
+            self._ack_timed_out(topic)
         except PublishRejected as exc:
             self.rejected += 1
             log.error("mqtt_publish_rejected", topic=topic, reason=str(exc.reason), code=exc.reason.value)
@@ -1155,8 +1161,7 @@ class Relay:
         try:
             await asyncio.wait_for(asyncio.shield(fut), timeout=self.settings.publish_timeout)
         except TimeoutError:
-            raise aiomqtt.MqttError(f"no acknowledgement for {topic} within "
-                                    f"{self.settings.publish_timeout:g} s") from None
+            self._ack_timed_out(topic)
         except PublishRejected:
             pass  # counted below
         acked: list[OutboxRowLike] = []
