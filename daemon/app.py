@@ -53,17 +53,22 @@ every task is alive, ``STOPPING=1`` on shutdown (:mod:`daemon.sdnotify`).
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import importlib.metadata
+import os
 import secrets
 import signal
 import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
 import msgspec
 
 from tablesense.daemon import sdnotify
-from tablesense.daemon.config import TableConfig
+from tablesense.daemon.bounded import read_bounded
+from tablesense.daemon.config import MAX_CONFIG_BYTES, TableConfig
 from tablesense.daemon.journal import (
     Journal,
     JournalDamaged,
@@ -76,9 +81,16 @@ from tablesense.daemon.journal.codec import encode_event
 from tablesense.daemon.journal.store import ROUND_COMPLETE_SCHEMAS, message_schema
 from tablesense.daemon.logging import bind_round, bind_table, get_logger
 from tablesense.daemon.messages import AlarmMessage, TableStatus, encode_message
-from tablesense.daemon.mqtt import CommandRequest, MqttSettings, Relay, load_credentials, tls_context
+from tablesense.daemon.mqtt import (
+    CommandRequest,
+    DuplicateInstance,
+    MqttSettings,
+    Relay,
+    load_credentials,
+    tls_context,
+)
 from tablesense.daemon.table.alarms import ALARMS, AlarmCode
-from tablesense.daemon.table.inputs import Channel, Command, Emit, TableStart, TimedInput
+from tablesense.daemon.table.inputs import Channel, Command, Emit, InstanceConflict, TableStart, TimedInput
 from tablesense.daemon.table.machine import TableMachine
 from tablesense.drivers.events import DeviceEvent, DeviceState, SpotChanged
 from tablesense.drivers.link import DeviceLink
@@ -113,6 +125,45 @@ COMMAND_BURST = 50
 
 _DEVICE_FIRST_WAIT = 2.0
 """Longest a command waits for queued device inputs to be applied before it takes its turn (seconds)."""
+
+FUTURE_TOLERANCE = 5.0
+"""A command whose ``issued_at`` is more than this many seconds ahead of the daemon's clock is refused."""
+
+REPLAY_MAX_BYTES = 8 * 1024 * 1024
+"""Most payload bytes one ``replay`` request republishes; the answer says where it stopped."""
+
+_REMEMBERED_REPLAYS = 1024
+"""``replay`` command ids whose answers the app keeps (a repeat is answered again, not replayed again)."""
+
+
+def software_version() -> str:
+    """The installed tablesense version (package metadata), ``"unknown"`` when not installed."""
+    try:
+        return importlib.metadata.version("tablesense")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def config_digest(path: str | os.PathLike[str] | None) -> str:
+    """SHA-256 (hex) of the config file's bytes (read bounded, like ``load_config``); ``""`` without a
+    path or when the file cannot be read any more."""
+    if path is None:
+        return ""
+    try:
+        return hashlib.sha256(read_bounded(os.fspath(path), MAX_CONFIG_BYTES, f"{path}: config")).hexdigest()
+    except Exception:
+        return ""
+
+
+def _seq_ranges(seqs: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted seqs as inclusive ``(first, last)`` runs."""
+    out: list[tuple[int, int]] = []
+    for n in seqs:
+        if out and n == out[-1][1] + 1:
+            out[-1] = (out[-1][0], n)
+        else:
+            out.append((n, n))
+    return out
 
 
 class CommandRateLimit:
@@ -164,7 +215,8 @@ def mqtt_settings(config: TableConfig) -> MqttSettings:
     is missing, malformed, or accessible by other users.
     """
     m = config.mqtt
-    user = password = None
+    user: str | None = None
+    password: str | None = None
     if m.credentials_file:
         from tablesense.daemon.mqtt import CredentialsError
         try:
@@ -172,8 +224,10 @@ def mqtt_settings(config: TableConfig) -> MqttSettings:
         except CredentialsError as exc:
             raise StartupError(str(exc)) from None
     tls = m.tls
+    # the production broker binds the client id to the user name (use_username_as_clientid): say so
+    client_id = m.client_id or user or config.client_id
     return MqttSettings(
-        host=m.host, port=m.port, table=config.table, client_id=config.client_id, prefix=m.topic_prefix,
+        host=m.host, port=m.port, table=config.table, client_id=client_id, prefix=m.topic_prefix,
         protocol=m.protocol, fallback=m.fallback,
         keepalive=m.keepalive, session_expiry=m.session_expiry,
         ca_file=tls.ca_file if tls else None, cert_file=tls.cert_file if tls else None,
@@ -248,8 +302,16 @@ class App:
 
     def __init__(self, config: TableConfig, *, install_signals: bool = False,
                  queue_size: int = 4096, command_rate: float | None = None,
-                 command_burst: int | None = None) -> None:
+                 command_burst: int | None = None,
+                 config_path: str | os.PathLike[str] | None = None) -> None:
         self.config = config
+        self.instance = secrets.token_hex(8)
+        """This process's instance id (16 hex) in the retained status and the will (docs/mqtt.md)."""
+        self.config_digest = config_digest(config_path)
+        """SHA-256 of the config file's bytes (``config_path``; ``""`` without one) for the status."""
+        self.software = software_version()
+        self._replay_answers: OrderedDict[str, tuple[bool, str]] = OrderedDict()
+        self._replay_lock = asyncio.Lock()
         self._install_signals = install_signals
         self.queue: asyncio.Queue[DeviceEvent | DeviceState] = asyncio.Queue(maxsize=queue_size)
         self.machine: TableMachine | None = None
@@ -267,6 +329,7 @@ class App:
         self._devices_waiting = 0
         self._status_detail = ""
         self._tasks: list[asyncio.Task[None]] = []
+        self._side_tasks: set[asyncio.Task[None]] = set()
         self.ready = asyncio.Event()
         self.inputs = 0
         self.dropped_resends = 0
@@ -306,7 +369,9 @@ class App:
             last = self.journal.last_device_seq(name)
             if last is not None:
                 self._resend_filter[name] = last
-        self.relay = Relay(settings, self.journal, self._status_payload, on_command=self._on_command, tls=tls)
+        self.relay = Relay(settings, self.journal, self._status_payload, on_command=self._on_command, tls=tls,
+                           instance=self.instance, epoch=self.journal.epoch,
+                           on_duplicate=self._on_duplicate)
         for name, dev in cfg.devices.items():
             self.links[name] = DeviceLink(name, dev.url, dev.protocol, baud=dev.baud, queue=self.queue)
         log.info("daemon_opened", game=cfg.game, journal=str(self.journal.path), devices=list(cfg.devices),
@@ -326,7 +391,8 @@ class App:
             severity=ALARMS[AlarmCode.JOURNAL_DAMAGED].severity.value, text=self.refusal[:400], held=True)
         outbox = _MemoryOutbox([OutboxRow(row_id=1, seq=0, msg_id=alarm.msg_id, channel=Channel.ALARMS.value,
                                           device=None, payload=encode_message(alarm), retain=False, qos=1)])
-        self.relay = Relay(settings, outbox, self._status_payload, on_command=self._refuse_command, tls=tls)
+        self.relay = Relay(settings, outbox, self._status_payload, on_command=self._refuse_command, tls=tls,
+                           instance=self.instance)
 
     async def _refuse_command(self, request: CommandRequest) -> tuple[bool, str]:
         return False, self.refusal or "settling refused"
@@ -489,19 +555,30 @@ class App:
     async def _on_command(self, request: CommandRequest) -> tuple[bool, str]:
         """Journal and apply one parsed command; ``(ok, one-line reason)``.
 
-        Over :attr:`command_limit` the answer is ``"rate limited"`` and nothing is journaled. A command
-        whose journal row cannot be encoded or written is not applied (the machine is rebuilt from the
-        journal when the failure comes after the machine ran)."""
+        Over :attr:`command_limit` the answer is ``"rate limited"`` and nothing is journaled. ``replay``
+        is answered by :meth:`_replay` (it changes nothing, so it is not journaled). Every other command
+        goes to the machine as received, with its ``command_id``: a repeated id gets the first answer
+        (the machine keeps them, rebuilt from the journal after a restart); one refused here (retained,
+        expired, from the future: :meth:`_command_refusal`) is journaled with its refusal and not
+        applied. A command whose journal row cannot be encoded or written is not applied (the machine is
+        rebuilt from the journal when the failure comes after the machine ran)."""
         if not self.command_limit.take():
             return False, f"rate limited (at most {self.command_limit.rate:g} commands/s)"
+        if request.name == "replay":
+            return await self._replay(request)
         args = {str(k): v if isinstance(v, str) else msgspec.json.encode(v).decode()
                 for k, v in request.args.items()}
+        issued = "" if request.issued_at is None else (
+            request.issued_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
         await self._lock_after_devices()
         try:
-            inp = TimedInput(ts=now_iso(), event=Command(request.name, args, request.operator))
+            assert self.machine is not None
+            seen = self.machine.answer_for(request.command_id) is not None
+            refusal = "" if seen else self._command_refusal(request)
+            inp = TimedInput(ts=now_iso(), event=Command(request.name, args, request.operator,
+                                                         request.command_id, issued, refusal))
             if not self._encodable(inp):
                 return False, "command cannot be journaled (not valid text): not applied"
-            assert self.machine is not None
             reply, emits = self.machine.handle_command(inp)
             if not await self._journal(inp, emits):
                 return False, "journal failure: command not applied"
@@ -509,6 +586,117 @@ class App:
             self._commit_lock.release()
         await self._prune_if_due()
         return reply.ok, reply.reason
+
+    def _command_refusal(self, request: CommandRequest) -> str:
+        """Why a command is refused before the machine looks at it, else ``""``: published retained (it
+        would be delivered again at every reconnect), no ``command_id``, older than ``[mqtt]
+        command_max_age`` by its ``issued_at``, more than :data:`FUTURE_TOLERANCE` s in the future, an
+        MQTT v5 message expiry longer than the maximum age, or neither ``issued_at`` nor an expiry."""
+        max_age = self.config.mqtt.command_max_age
+        if request.retained:
+            return "retained commands are refused (publish commands with retain false)"
+        if not request.command_id:
+            return "command needs a command_id"
+        if request.message_expiry is not None and request.message_expiry > max_age:
+            return (f"message expiry {request.message_expiry} s is longer than [mqtt] command_max_age "
+                    f"{max_age} s")
+        if request.issued_at is not None:
+            age = (datetime.now(UTC) - request.issued_at).total_seconds()
+            if age > max_age:
+                return f"expired: issued {age:.1f} s ago, more than [mqtt] command_max_age {max_age} s"
+            if age < -FUTURE_TOLERANCE:
+                return (f"issued_at is {-age:.1f} s in the future (more than {FUTURE_TOLERANCE:g} s): check "
+                        "the sender's clock")
+        elif request.message_expiry is None:
+            return "command needs issued_at (ISO 8601 UTC) or an MQTT v5 message expiry"
+        return ""
+
+    async def _replay(self, request: CommandRequest) -> tuple[bool, str]:
+        """Answer ``replay {"from_seq", "to_seq"}``: queue the journaled messages in that range for
+        :meth:`Relay.replay` (at most :data:`REPLAY_MAX_BYTES` of payload; the answer says where it
+        stopped), naming seqs no longer held (pruned) and seqs not journaled yet. A repeated command id
+        gets the first answer and is not replayed again (within this process: replaying twice only
+        repeats messages the consumer drops by ``msg_id``). Refused like any command when retained,
+        expired or from the future. Not journaled: it changes nothing. Logged with its operator."""
+        first = self._replay_answers.get(request.command_id) if request.command_id else None
+        if first is not None:
+            return first
+        refusal = self._command_refusal(request)
+        if refusal:
+            answer = (False, refusal)
+        elif self.journal is None or self.relay is None:
+            answer = (False, "no journal to replay from")
+        else:
+            async with self._replay_lock:  # requests are queued (and so published) in arrival order
+                answer = await self._queue_replay(int(request.args["from_seq"]), int(request.args["to_seq"]))
+        if request.command_id:
+            self._replay_answers[request.command_id] = answer
+            while len(self._replay_answers) > _REMEMBERED_REPLAYS:
+                self._replay_answers.popitem(last=False)
+        log.info("replay_requested", operator=request.operator, command_id=request.command_id,
+                 from_seq=request.args.get("from_seq"), to_seq=request.args.get("to_seq"),
+                 ok=answer[0], reason=answer[1])
+        return answer
+
+    async def _queue_replay(self, from_seq: int, to_seq: int) -> tuple[bool, str]:
+        assert self.journal is not None and self.relay is not None
+        journal = self.journal
+
+        def read() -> tuple[list[OutboxRow], int, int | None]:
+            last = journal.last_seq
+            rows: list[OutboxRow] = []
+            size = 0
+            cursor, top = from_seq, min(to_seq, last)
+            while cursor <= top:
+                chunk = journal.messages_by_seq(cursor, top, 512)
+                if not chunk:
+                    break
+                for r in chunk:
+                    if rows and size + len(r.payload) > REPLAY_MAX_BYTES:
+                        return rows, last, r.seq
+                    rows.append(r)
+                    size += len(r.payload)
+                cursor = chunk[-1].seq + 1
+            return rows, last, None
+
+        try:
+            rows, last, stopped_at = await asyncio.to_thread(read)
+        except (JournalUnwritable, JournalDamaged) as exc:
+            return False, f"journal cannot be read: {str(exc)[:200]}"
+        if from_seq > last:
+            return False, f"nothing to replay: seq {from_seq}..{to_seq} not journaled (last seq {last})"
+        served_to = stopped_at - 1 if stopped_at is not None else min(to_seq, last)
+        held = {r.seq for r in rows}
+        gone = _seq_ranges([n for n in range(from_seq, served_to + 1) if n not in held])
+        parts = [f"replaying {len(rows)} messages" + (f" seq {rows[0].seq}..{rows[-1].seq}" if rows else "")]
+        if gone:
+            more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
+            named = ", ".join(f"{a}..{b}" for a, b in gone[:3]) + more
+            parts.append(f"seq {named} no longer held (pruned)")
+        if stopped_at is not None:
+            parts.append(f"stopped before seq {stopped_at} ({REPLAY_MAX_BYTES // 2**20} MiB per request): "
+                         "ask again from there")
+        if to_seq > last:
+            parts.append(f"seq {max(from_seq, last + 1)}..{to_seq} not journaled yet (last seq {last})")
+        if rows and not self.relay.replay(rows):
+            return False, ("replay refused: not connected, or too many messages waiting to be replayed; "
+                           "ask again")
+        return True, "; ".join(parts)
+
+    def _on_duplicate(self, info: DuplicateInstance) -> None:
+        """The relay found another live instance for this table that stepped back: raise
+        ``DUPLICATE_INSTANCE`` through the journal (an :class:`InstanceConflict` input)."""
+        task = asyncio.create_task(self._raise_duplicate(info), name="duplicate-instance")
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    async def _raise_duplicate(self, info: DuplicateInstance) -> None:
+        if self.machine is None or self.journal is None:
+            return
+        async with self._commit_lock:
+            conflict = InstanceConflict(info.other, info.client_id, info.text()[:400])
+            inp = TimedInput(ts=now_iso(), event=conflict)
+            await self._journal(inp, self.machine.handle(inp), counted=False)
 
     async def _prune_if_due(self) -> None:
         """Start the journal's maintenance (:meth:`Journal.prune`: archive, retention, space) in the
@@ -585,10 +773,24 @@ class App:
 
     # -- status and watchdog ----------------------------------------------------------------------------
     def _status_payload(self, state: str) -> bytes:
+        """The retained status / birth message (and, with ``offline``, the will): state, detail, software
+        version, instance id, config digest, journal epoch, last seq and chain head (docs/mqtt.md)."""
         if self.refusal is not None and state == "online":
             state = "refusing"  # up and connected, but settling nothing (damaged journal)
-        return encode_message(TableStatus(table=self.config.table, ts=now_iso(), state=state,
-                                          detail=self._status_detail))
+        detail = self._status_detail
+        if state == "standby" and self.relay is not None and self.relay.standby:
+            detail = self.relay.standby
+        epoch, last_seq, chain_seq, chain_head = "", 0, 0, ""
+        if self.journal is not None:
+            epoch, last_seq = self.journal.epoch, self.journal.last_seq
+            try:
+                chain_seq, chain_head = self.journal.chain_head()
+            except Exception as exc:  # the status must go out even so (the journal's own error shows)
+                log.error("chain_head_unreadable", error=f"{type(exc).__name__}: {str(exc)[:160]}")
+        return encode_message(TableStatus(
+            table=self.config.table, ts=now_iso(), state=state, detail=detail[:400], software=self.software,
+            instance=self.instance, config_digest=self.config_digest, epoch=epoch, last_seq=last_seq,
+            chain_seq=chain_seq, chain_head=chain_head))
 
     async def _watchdog(self) -> None:
         interval = sdnotify.watchdog_interval()

@@ -159,6 +159,9 @@ class MqttConfig(_Strict, frozen=True):
             checked at start-up, not here).
         command_rate, command_burst: operator commands per second a table accepts sustained (1-1000),
             and at once (1-10000); over the limit a command is answered "rate limited" and not journaled.
+        command_max_age: seconds (1-300) a command stays valid after its ``issued_at``; older ones are
+            refused, as are ones more than 5 s in the future, and ones whose MQTT v5 message expiry is
+            longer than this.
     """
 
     host: str = "127.0.0.1"
@@ -173,6 +176,7 @@ class MqttConfig(_Strict, frozen=True):
     keepalive: int = 30
     command_rate: int = 20
     command_burst: int = 50
+    command_max_age: int = 30
 
 
 class JournalConfig(_Strict, frozen=True):
@@ -636,6 +640,8 @@ def _validate_mqtt(cfg: TableConfig) -> None:
         raise _err("mqtt.command_rate", f"{m.command_rate} must be 1 to 1000 commands a second")
     if not 1 <= m.command_burst <= 10_000:
         raise _err("mqtt.command_burst", f"{m.command_burst} must be 1 to 10000 commands")
+    if not 1 <= m.command_max_age <= 300:
+        raise _err("mqtt.command_max_age", f"{m.command_max_age} must be 1 to 300 seconds")
     if m.tls is not None and (m.tls.cert_file is None) != (m.tls.key_file is None):
         raise _err("mqtt.tls", "cert_file and key_file go together")
 

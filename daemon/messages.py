@@ -194,7 +194,8 @@ class SpotChangeRecord(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class CommandRecord(msgspec.Struct, kw_only=True, frozen=True):
-    """An operator command applied to (or refused for) the round, with who sent it."""
+    """An operator command applied to (or refused for) the round, with who sent it and its
+    ``command_id`` (``""`` for commands journaled before command ids existed)."""
 
     ts: str
     name: str
@@ -202,6 +203,7 @@ class CommandRecord(msgspec.Struct, kw_only=True, frozen=True):
     operator: str
     ok: bool
     reason: str
+    command_id: str = ""
 
 
 class BaccaratOutcome(msgspec.Struct, kw_only=True, frozen=True):
@@ -243,10 +245,30 @@ class BoxResult(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class TableStatus(Message, frozen=True, tag="tablesense.status"):
-    """Retained availability of tablesense for the table (``online``/``offline``; also the last will)."""
+    """Retained availability of tablesense for the table, also its birth message and last will.
+
+    Attributes:
+        state: ``online``, ``offline`` (clean stop, or the will), ``refusing`` (up, settling nothing: the
+            journal is damaged) or ``standby`` (a second live instance for this table that stepped back).
+        detail: why, in one line (journal failure, the other instance...), else empty.
+        software: the tablesense version (package metadata).
+        instance: 16 hex digits drawn at process start; the will carries the same.
+        config_digest: SHA-256 (hex) of the config file's bytes.
+        epoch: the journal's epoch (part of every ``msg_id``; a new epoch is a new journal).
+        last_seq: the last ``seq`` journaled when this status was made: a consumer that has seen less
+            asks for the rest with the ``replay`` command.
+        chain_seq, chain_head: the journal's hash chain head (64 hex) and the highest ``seq`` it covers.
+    """
 
     state: str
     detail: str = ""
+    software: str = ""
+    instance: str = ""
+    config_digest: str = ""
+    epoch: str = ""
+    last_seq: int = 0
+    chain_seq: int = 0
+    chain_head: str = ""
 
 
 class RoundState(Message, frozen=True, tag="tablesense.round"):

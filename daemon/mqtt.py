@@ -1,25 +1,43 @@
-"""MQTT publishing for one table: connection settings, the topic map, and the outbox relay.
+"""MQTT publishing for one table: connection settings, the topic map, the outbox relay, commands.
 
 The relay is the only publisher of journaled messages. It reads the journal's outbox in row order and
 publishes each row at its QoS over one connection (a small window in flight, in order), and marks a row
 delivered only after the broker acknowledged it (PUBACK). Data flows one way (design.md "The flow"): the
 machine's emits are journaled before anything is published, so a broker outage or a restart never loses
 a message; after a reconnect the relay starts again from the first undelivered row, with the same
-``msg_id`` (issue 5).
+``msg_id``. A PUBACK means the broker had the message, not that every subscriber got it (a broker
+killed before it saved its queues loses them): consumers find gaps by ``seq`` and the retained status's
+``last_seq`` and ask for them again with the ``replay`` command, which republishes journaled rows
+unchanged on ``{prefix}/{table}/replay/...`` (docs/mqtt.md, "Replay by seq").
 
-aiomqtt 2.5.1 specifics handled here (ecosystem.md §1, §11):
+aiomqtt 2.5.1 specifics handled here:
 
 * a fresh client object per connection attempt, fixed client id, MQTT v5 with ``clean_start=False`` set
-  explicitly and a Session Expiry Interval (pitfall 1), falling back to MQTT 3.1.1 with
-  ``clean_session=False`` when the broker refuses v5 (CONNACK 0x84 / 1) or never answers a v5 CONNECT
-  (amqtt 0.12 does that: the attempts then alternate until one gets a CONNACK);
+  explicitly and a Session Expiry Interval, falling back to MQTT 3.1.1 with ``clean_session=False``
+  when the broker refuses v5 (CONNACK 0x84 / 1) or never answers a v5 CONNECT (amqtt 0.12 does that:
+  the attempts then alternate until one gets a CONNACK);
 * a v5 PUBACK with a reason code >= 0x80 (e.g. 0x87 Not authorized from a Mosquitto ACL) is reported by
-  :class:`PublishRejected`, not taken for success (pitfall 2): aiomqtt 2.x drops the reason code, so
+  :class:`PublishRejected`, not taken for success: aiomqtt 2.x drops the reason code, so
   :class:`_AckClient` records it from paho's ``on_publish`` (callback API v2), which carries it;
-* in-flight publishes are not failed on disconnect (pitfall 3), so every publish has its own timeout;
-* reconnect with exponential backoff and full jitter; the retained ``status`` topic carries
-  ``online``/``offline`` and is also the MQTT will (pitfall 15); retained state is republished from the
-  journal on every reconnect, and the command subscription is renewed.
+* in-flight publishes are not failed on disconnect, so every publish has its own timeout;
+* a silently dead link (no FIN, no RST) is noticed from the receive side: no byte from the broker for
+  half the keepalive sends a PINGREQ, none for :data:`DEAD_LINK_FACTOR` x keepalive closes the socket and
+  reconnects (paho alone notices only after up to two keepalive intervals);
+* reconnect with :class:`~drivers.backoff.Backoff` (exponential, full jitter, at most
+  ``backoff_max`` = 5 s by default, so a returning network is used within seconds);
+* the retained ``status`` topic carries ``online``/``offline``/``standby`` with the process's instance
+  id and is also the MQTT will; retained state is republished from the journal on every reconnect,
+  and the command subscription is renewed.
+
+Duplicate instance (two live daemons for one table, docs/mqtt.md): the relay subscribes to its own
+table's ``status``. The instance started last keeps the table; the other steps back to ``standby``
+(publishes nothing but its status, answers no command, never reconnects until restarted): an instance
+that was online before and finds, on reconnecting, the retained status ``online`` from another
+instance (another journal epoch, published after its own ``online``) was taken over; one that receives
+a live ``online`` from another instance while it is online is older. A session taken over (MQTT v5
+DISCONNECT 0x8E, sent by Mosquitto >= 2.0.15) is logged as an error naming the client id and the
+reconnect backs off (at least 1 s); the instance that stays online raises ``DUPLICATE_INSTANCE``
+(``on_duplicate``) when it sees the other one's ``standby``.
 
 The relay never dies (docs/reliability.md, scenario 6): a journal that cannot record an acknowledgement
 (:class:`~daemon.journal.errors.JournalError` from ``mark_delivered``, e.g. a full disk) is logged once at
@@ -27,9 +45,10 @@ critical (``journal_mark_failed``) and publishing goes on; the unmarked rows are
 the same ``msg_id``, after the next reconnect or restart, and subscribers drop the duplicates. Any other
 unexpected exception is logged at critical (``relay_crashed``) and the relay starts over with backoff.
 
-Commands arrive on ``{prefix}/{table}/cmd/{name}`` and are answered ``{"ok": bool, "reason": str}`` on the
-MQTT v5 Response Topic with the request's Correlation Data (OASIS MQTT 5.0 §4.10). A 3.1.1 client may
-instead put ``"response_topic"`` and ``"correlation_data"`` in the JSON request.
+Commands arrive on ``{prefix}/{table}/cmd/{name}`` (bodies: :mod:`daemon.mqtt_commands`) and are answered
+``{"ok": bool, "reason": str, "command": name}`` on the MQTT v5 Response Topic with the request's
+Correlation Data (OASIS MQTT 5.0 §4.10). A 3.1.1 client may instead put ``"response_topic"`` and
+``"correlation_data"`` in the JSON request.
 """
 
 from __future__ import annotations
@@ -39,7 +58,7 @@ import contextlib
 import json
 import math
 import os
-import random
+import secrets
 import socket
 import ssl
 import stat
@@ -49,24 +68,40 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import aiomqtt
+import msgspec
 import paho.mqtt.client as paho
 from aiomqtt.exceptions import MqttConnectError
+from paho.mqtt.enums import MQTTErrorCode
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
+from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from tablesense.daemon.journal.errors import JournalError
 from tablesense.daemon.logging import get_logger
+from tablesense.daemon.mqtt_commands import (
+    MAX_COMMAND_BYTES,
+    MAX_REPLY_TOPIC_CHARS,
+    CommandRejected,
+    CommandRequest,
+    parse_command,
+    text_problem,
+)
+from tablesense.drivers.backoff import Backoff
 
 __all__ = [
     "CHANNEL_TOPICS",
+    "DEAD_LINK_FACTOR",
     "MAX_COMMAND_BYTES",
+    "SESSION_TAKEN_OVER",
     "CommandRejected",
     "CommandRequest",
     "CredentialsError",
+    "DuplicateInstance",
+    "LinkDead",
     "MqttSettings",
     "OutboxJournal",
     "OutboxRowLike",
@@ -96,9 +131,6 @@ CHANNEL_TOPICS: dict[str, str] = {
 }
 """Outbox channel name (the machine's ``Channel`` value, lower case) -> topic suffix under the table."""
 
-MAX_COMMAND_BYTES = 4096
-"""Largest accepted command payload (issue 6: inputs are bounded)."""
-
 NODELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 """Socket options for every MQTT connection: no Nagle delay (paho and aiomqtt leave it on, which adds up
 to ~40 ms to small publishes waiting behind an unacknowledged segment)."""
@@ -108,6 +140,71 @@ _CONNACK_TIMEOUT = 3.0
 
 _UNSUPPORTED_PROTOCOL = (0x84, 1)
 """CONNACK codes meaning "this broker does not speak MQTT v5" (v5 0x84; 3.1.1 code 1)."""
+
+SESSION_TAKEN_OVER = 0x8E
+"""MQTT v5 DISCONNECT reason: another connection with the same client id took the session over (OASIS
+MQTT 5.0 §3.1.4, §3.14.2.1)."""
+
+PROBE_FACTOR = 0.5
+"""No byte from the broker for this many keepalive intervals: send a PINGREQ (the answer is a byte)."""
+
+DEAD_LINK_FACTOR = 1.25
+"""No byte from the broker for this many keepalive intervals although a PINGREQ went out half-way: the
+link is dead (checked every :data:`_LINK_TICK` s, so noticed within 1.5 x keepalive for keepalive >= 1 s;
+the broker gives a client 1.5 x keepalive, OASIS MQTT 5.0 §3.1.2.10)."""
+
+_LINK_TICK = 0.25
+"""Seconds between two looks at the receive side."""
+
+TAKEOVER_BACKOFF = (1.0, 30.0)
+"""Reconnect delay after the session was taken over (0x8E): at least the first value, full jitter up to
+a ceiling doubling from 2 x the first to the second (seconds). The other instance decides meanwhile."""
+
+MAX_REPLAY_QUEUE_BYTES = 16 * 1024 * 1024
+"""Most payload bytes waiting to be replayed at once (further replay requests are refused until the
+queue drains)."""
+
+_STATES_ONLINE = frozenset({"online", "refusing"})
+"""Status states of an instance that publishes (or answers) for its table."""
+
+
+class LinkDead(aiomqtt.MqttError):
+    """Nothing came from the broker for :data:`DEAD_LINK_FACTOR` x keepalive: the connection is closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateInstance:
+    """Another live tablesense instance for the same table (see the module docstring).
+
+    ``other``: its instance id (16 hex); ``other_epoch``: its journal epoch; ``client_id``: our client id;
+    ``taken_over``: our session was taken over (v5 0x8E) before we saw it.
+    """
+
+    other: str
+    other_epoch: str
+    client_id: str
+    taken_over: bool
+
+    def text(self) -> str:
+        """One line for the alarm and the log."""
+        if not self.other:
+            return (f"another client with client id {self.client_id} took this table's MQTT session over "
+                    "(MQTT 5 reason 0x8E) and has let go: a second tablesense for this table, or someone "
+                    "using its broker identity")
+        return (f"another tablesense instance {self.other} (journal epoch {self.other_epoch or '?'}) for "
+                f"this table with client id {self.client_id} stepped back to standby: stop it")
+
+
+class _StatusPeek(msgspec.Struct):
+    """What the relay reads of a ``status`` message (its own table's)."""
+
+    state: str = ""
+    instance: str = ""
+    epoch: str = ""
+    ts: str = ""
+
+
+_PEEK = msgspec.json.Decoder(_StatusPeek)
 
 
 class CredentialsError(Exception):
@@ -126,17 +223,16 @@ class PublishRejected(aiomqtt.MqttError):
         self.reason = reason
 
 
-class CommandRejected(ValueError):
-    """A command request that cannot be parsed; ``str(exc)`` is the reason sent back to the requester."""
-
-
 @dataclass(frozen=True, slots=True)
 class MqttSettings:
     """Everything needed to reach the broker for one table.
 
     ``protocol``: ``"5"`` or ``"3.1.1"``; with ``fallback`` a broker refusing v5 is retried with 3.1.1.
     ``session_expiry``: seconds the broker keeps our session (and queued QoS 1 messages) while we are
-    away. ``backoff_min``/``backoff_max``: reconnect delay bounds in seconds (exponential, full jitter).
+    away. ``backoff_min``/``backoff_max``: reconnect delay bounds in seconds (exponential, full jitter,
+    :class:`~drivers.backoff.Backoff`); ``backoff_max`` is the longest a returning broker waits for us.
+    ``keepalive``: seconds; the link counts as dead after :data:`DEAD_LINK_FACTOR` x keepalive without a
+    byte from the broker.
     ``publish_timeout``: seconds to wait for a PUBACK before the connection is considered dead.
     TLS: ``ca_file`` enables TLS with server verification; ``cert_file``/``key_file`` add a client
     certificate. ``credentials_file``: TOML with ``username`` and ``password``, not world-readable.
@@ -152,7 +248,7 @@ class MqttSettings:
     keepalive: int = 15
     session_expiry: int = 7 * 24 * 3600
     backoff_min: float = 0.2
-    backoff_max: float = 30.0
+    backoff_max: float = 5.0
     publish_timeout: float = 10.0
     ca_file: str | None = None
     cert_file: str | None = None
@@ -237,6 +333,7 @@ class Topics:
         self.cmd_filter = f"{self.base}/cmd/+"
         self._cmd_prefix = f"{self.base}/cmd/"
         self.reply_prefix = f"{self.base}/reply/"
+        self.replay_prefix = f"{self.base}/replay/"
 
     def for_channel(self, channel: str, device: str | None = None) -> str:
         """Topic for an outbox row of ``channel`` (raises ``KeyError`` for an unknown channel)."""
@@ -244,6 +341,11 @@ class Topics:
         if suffix == "devices":
             return f"{self.base}/devices/{device or 'unknown'}"
         return f"{self.base}/{suffix}"
+
+    def replay_for(self, channel: str, device: str | None = None) -> str:
+        """Where a replayed outbox row of ``channel`` goes: ``{base}/replay/`` + the live topic's path under
+        the table (``replay/settlements``, ``replay/floor/rounds``, ``replay/devices/shoe``)."""
+        return self.replay_prefix + self.for_channel(channel, device)[len(self.base) + 1:]
 
     def public_filters(self) -> list[str]:
         """Subscription filters for every topic signage may read (everything but ``floor/`` and ``cmd/``)."""
@@ -272,122 +374,9 @@ def reply_topic_allowed(topics: Topics, topic: str) -> str | None:
         return "response topic too long"
     if "+" in topic or "#" in topic:
         return "response topic holds a wildcard"
-    if _text_problem(topic, controls=True) is not None:
+    if text_problem(topic, controls=True) is not None:
         return "response topic is not valid text"
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class CommandRequest:
-    """A parsed command: ``name`` (from the topic), ``args`` (JSON object), ``operator`` identity."""
-
-    name: str
-    args: dict[str, Any]
-    operator: str
-    response_topic: str | None = None
-    correlation_data: bytes | None = None
-
-
-MAX_OPERATOR_CHARS = 128
-"""Longest operator identity accepted (issue 6: inputs are bounded)."""
-
-MAX_COMMAND_ARGS = 8
-"""Most entries accepted in a command's ``args`` object."""
-
-MAX_ARG_CHARS = 256
-"""Longest ``args`` key, and longest ``args`` value (a string, or the JSON text of any other value)."""
-
-MAX_REPLY_TOPIC_CHARS = 256
-"""Longest response topic the daemon answers on."""
-
-
-def _text_problem(text: str, *, controls: bool) -> str | None:
-    """Why ``text`` cannot be journaled or published as Unicode scalar text, else ``None``.
-
-    A lone surrogate (``"\\ud800"`` in JSON decodes to one) cannot be encoded as UTF-8; with ``controls``
-    C0/C1 control characters (and DEL) are refused as well (an operator identity is one printable line).
-    """
-    for ch in text:
-        o = ord(ch)
-        if 0xD800 <= o <= 0xDFFF:
-            return f"lone surrogate U+{o:04X}"
-        if controls and (o < 0x20 or 0x7F <= o < 0xA0):
-            return f"control character U+{o:04X}"
-    return None
-
-
-def _check_text(what: str, text: str, limit: int, *, controls: bool = False) -> None:
-    if len(text) > limit:
-        raise CommandRejected(f"command {what} too long ({len(text)} > {limit} characters)")
-    problem = _text_problem(text, controls=controls)
-    if problem is not None:
-        raise CommandRejected(f"command {what} is not valid text ({problem})")
-
-
-def _check_json_text(what: str, value: Any, depth: int = 0) -> None:
-    """Every string (key or value) inside a JSON value is Unicode scalar text."""
-    if isinstance(value, str):
-        problem = _text_problem(value, controls=False)
-        if problem is not None:
-            raise CommandRejected(f"command {what} is not valid text ({problem})")
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _check_json_text(what, k, depth + 1)
-            _check_json_text(what, v, depth + 1)
-    elif isinstance(value, list):
-        for v in value:
-            _check_json_text(what, v, depth + 1)
-
-
-def parse_command(name: str, payload: bytes) -> CommandRequest:
-    """Parse a command request body ``{"operator": str, "args": {...}}`` (``args`` optional).
-
-    MQTT 3.1.1 requesters (no v5 properties) may add ``"response_topic"`` and ``"correlation_data"``.
-
-    Pure. Raises :class:`CommandRejected` (the one-line reason to send back) for an oversize payload
-    (more than :data:`MAX_COMMAND_BYTES`), non-UTF-8 or non-JSON bodies, a non-object body, a missing or
-    empty ``operator`` (every command carries the operator's identity, issue 6), an operator longer than
-    :data:`MAX_OPERATOR_CHARS` or holding a control character, non-object ``args``, more than
-    :data:`MAX_COMMAND_ARGS` args, an arg key or value (values as JSON text) longer than
-    :data:`MAX_ARG_CHARS`, and any string anywhere (operator, args keys and values, response topic,
-    correlation data) that is not Unicode scalar text (a lone surrogate such as ``"\\ud800"`` decodes
-    from JSON but cannot be journaled or published as UTF-8).
-    """
-    if len(payload) > MAX_COMMAND_BYTES:
-        raise CommandRejected(f"command payload too large ({len(payload)} > {MAX_COMMAND_BYTES} bytes)")
-    if not name or len(name) > 64 or not all(c.isascii() and (c.isalnum() or c in "_-") for c in name):
-        raise CommandRejected(f"invalid command name {name[:64]!r}")
-    try:
-        body = json.loads(payload.decode("utf-8")) if payload else {}
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise CommandRejected(f"command payload is not JSON: {str(exc)[:120]}") from None
-    if not isinstance(body, dict):
-        raise CommandRejected("command payload must be a JSON object")
-    operator = body.get("operator")
-    if not isinstance(operator, str) or not operator.strip():
-        raise CommandRejected("command needs an 'operator' (non-empty string)")
-    operator = operator.strip()
-    _check_text("operator", operator, MAX_OPERATOR_CHARS, controls=True)
-    args = body.get("args", {})
-    if not isinstance(args, dict):
-        raise CommandRejected("command 'args' must be a JSON object")
-    if len(args) > MAX_COMMAND_ARGS:
-        raise CommandRejected(f"command has too many args ({len(args)} > {MAX_COMMAND_ARGS})")
-    for key, value in args.items():
-        _check_text("arg name", key, MAX_ARG_CHARS, controls=True)
-        _check_json_text(f"arg {key!r}", value)
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        if len(text) > MAX_ARG_CHARS:
-            raise CommandRejected(f"command arg {key!r} too long ({len(text)} > {MAX_ARG_CHARS} characters)")
-    reply_to = body.get("response_topic")
-    corr = body.get("correlation_data")
-    if isinstance(reply_to, str):
-        _check_text("response_topic", reply_to, MAX_REPLY_TOPIC_CHARS, controls=True)
-    if isinstance(corr, str):
-        _check_text("correlation_data", corr, MAX_COMMAND_BYTES)
-    return CommandRequest(name=name, args=args, operator=operator,
-                          response_topic=reply_to if isinstance(reply_to, str) and reply_to else None,
-                          correlation_data=corr.encode() if isinstance(corr, str) else None)
 
 
 class OutboxRowLike(Protocol):
@@ -435,9 +424,12 @@ class _AckClient(aiomqtt.Client):
 
     aiomqtt's ``_on_publish`` ignores ``reason_code`` (ecosystem.md §1.4); paho's callback API v2 passes
     it, so this subclass records it by packet id and :meth:`publish_acked` raises
-    :class:`PublishRejected` for codes >= 0x80. Relies on aiomqtt 2.x internals (``_client``,
-    ``_pending_call``, ``_pending_publishes``, ``_wait_for``); pinned ``aiomqtt>=2.5.1,<3`` and covered by
-    tests against a Mosquitto ACL.
+    :class:`PublishRejected` for codes >= 0x80. It also keeps the time bytes last arrived (``rx_at``), the
+    broker's DISCONNECT reason (``disconnect_reason``, e.g. 0x8E Session taken over), and can send a
+    PINGREQ (:meth:`ping`) or drop a dead connection at once (:meth:`force_close`). Relies on aiomqtt 2.x
+    internals (``_client``, ``_pending_call``, ``_pending_publishes``, ``_wait_for``) and paho 2.x ones
+    (``loop_read``, ``_send_pingreq``, ``_sock_close``, ``_do_on_disconnect``); pinned ``aiomqtt>=2.5.1,<3``
+    and covered by tests against a real Mosquitto (ACL, a silently cut link, a taken-over session).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -446,6 +438,39 @@ class _AckClient(aiomqtt.Client):
         self._started: dict[int, tuple[str, asyncio.Future[None]]] = {}
         self._client.connect_timeout = 3.0
         self.pending_calls_threshold = 1000  # the relay's window is deliberate, not a backlog
+        self.rx_at = time.monotonic()
+        """``time.monotonic()`` when the socket last had bytes to read (the receive side's clock)."""
+        self.disconnect_reason: int | None = None
+        """The reason code of the broker's DISCONNECT (v5), or paho's code for a lost connection."""
+        paho_read = self._client.loop_read
+
+        def loop_read(max_packets: int = 1) -> MQTTErrorCode:
+            # aiomqtt calls this only when the socket is readable: bytes (or EOF) arrived
+            self.rx_at = time.monotonic()
+            return paho_read(max_packets)
+
+        self._client.loop_read = loop_read  # type: ignore[method-assign]
+
+    def _on_disconnect(self, client: paho.Client, userdata: Any, flags: paho.DisconnectFlags,
+                       reason_code: ReasonCode, properties: Properties | None = None) -> None:
+        if self.disconnect_reason is None:
+            value = getattr(reason_code, "value", reason_code)
+            self.disconnect_reason = int(value) if isinstance(value, int) else None
+        super()._on_disconnect(client, userdata, flags, reason_code, properties)
+
+    def ping(self) -> None:
+        """Send a PINGREQ now (paho's own keepalive sends one only after a whole keepalive interval)."""
+        with contextlib.suppress(Exception):  # a dead socket: the receive-side check closes it
+            self._client._send_pingreq()
+
+    def force_close(self) -> None:
+        """Close the socket at once, as paho does when its keepalive expires (no DISCONNECT packet: on a
+        dead link it could wait behind a full send buffer), and end the session (message iteration and
+        ``__aexit__`` return instead of waiting for a graceful disconnect)."""
+        with contextlib.suppress(Exception):
+            self._client._sock_close()
+        with contextlib.suppress(Exception):
+            self._client._do_on_disconnect(packet_from_broker=False, v1_rc=MQTTErrorCode.MQTT_ERR_KEEPALIVE)
 
     def _on_publish(self, client: paho.Client, userdata: Any, mid: int, reason_code: ReasonCode,
                     properties: Properties) -> None:
@@ -511,31 +536,52 @@ def _publish_properties(v5: bool) -> Properties | None:
     return props
 
 
+class _SteppedBack(Exception):
+    """A live ``online`` from a newer instance arrived: end the session and step back to standby."""
+
+    def __init__(self, info: DuplicateInstance) -> None:
+        super().__init__(info.text())
+        self.info = info
+
+
 class Relay:
-    """Publishes the journal's outbox, answers commands, and keeps the table's availability topic.
+    """Publishes the journal's outbox, answers commands, replays by seq, and keeps the table's
+    availability topic.
 
     ``settings``: :class:`MqttSettings`. ``journal``: :class:`OutboxJournal`. ``status_payload(state)``:
-    the retained status JSON for ``"online"``/``"offline"`` (also used as the will). ``on_command``: see
-    :data:`CommandHandler` (``None`` -> commands are refused). Call :meth:`notify` after every journal
-    append; run :meth:`run` as a task; :meth:`stop` publishes ``offline`` (when connected) and returns
-    within ``stop_timeout`` seconds, also while a reconnect is backing off.
+    the retained status JSON for ``"online"``/``"offline"``/``"standby"`` (``"offline"`` is also the
+    will); it should carry ``instance`` and ``epoch`` as given here. ``on_command``: see
+    :data:`CommandHandler` (``None`` -> commands are refused). ``instance``: this process's instance id
+    (default: 16 random hex digits); ``epoch``: its journal's epoch (an instance with the same epoch is
+    this journal's earlier process, never a duplicate). ``on_duplicate``: called (from the event loop)
+    once per other instance found stepping back, for the ``DUPLICATE_INSTANCE`` alarm. Call
+    :meth:`notify` after every journal append; run :meth:`run` as a task; :meth:`stop` publishes
+    ``offline`` (when connected) and returns within ``stop_timeout`` seconds, also while a reconnect is
+    backing off.
 
     Attributes read by the app and tests: ``connected`` (bool), ``delivered`` (rows marked delivered),
     ``rejected`` (negative acknowledgements seen), ``connects`` (successful connections), ``protocol``
     (``"5"`` or ``"3.1.1"`` in use), ``mark_failures`` (acknowledged rows the journal could not mark
     delivered: published again after the next reconnect or restart), ``crashes`` (unexpected exceptions
-    the relay survived by starting over).
+    the relay survived by starting over), ``standby`` (why this instance stepped back, one line for the
+    status ``detail``, else ``None``),
+    ``takeovers`` (sessions taken over, v5 0x8E), ``dead_links`` (connections closed as dead from the
+    receive side), ``replayed`` (rows republished by ``replay``).
     """
 
     def __init__(self, settings: MqttSettings, journal: OutboxJournal,
                  status_payload: Callable[[str], bytes], on_command: CommandHandler | None = None,
                  tls: ssl.SSLContext | None = None, batch: int = 256, retry_rejected_after: float = 30.0,
-                 window: int = 32) -> None:
+                 window: int = 32, *, instance: str | None = None, epoch: str = "",
+                 on_duplicate: Callable[[DuplicateInstance], None] | None = None) -> None:
         self.settings = settings
         self.topics = Topics(settings.prefix, settings.table)
         self._journal = journal
         self._status_payload = status_payload
         self._on_command = on_command
+        self._on_duplicate = on_duplicate
+        self.instance = instance or secrets.token_hex(8)
+        self.epoch = epoch
         self._tls = tls
         self._batch = batch
         self._window = max(1, window)
@@ -549,12 +595,27 @@ class Relay:
         self._marks_failing = False
         self.protocol = "3.1.1" if settings.protocol.startswith("3") else "5"
         self._v5_confirmed = False
+        self._backoff = Backoff(settings.backoff_min, settings.backoff_max)
+        self._crash_backoff = Backoff(settings.backoff_min, settings.backoff_max)
+        self._takeover_backoff = Backoff(2 * TAKEOVER_BACKOFF[0], TAKEOVER_BACKOFF[1],
+                                         floor=TAKEOVER_BACKOFF[0])
+        self._online_ts: str | None = None
+        """``ts`` of the last ``online`` status this process published (``None``: never online yet)."""
+        self._taken_over = False
+        self._duplicates: set[str] = set()
+        self._replay_queue: deque[OutboxRowLike] = deque()
+        self._replay_bytes = 0
+        self._replay_wakeup = asyncio.Event()
         self.connected = False
         self.delivered = 0
         self.rejected = 0
         self.connects = 0
         self.mark_failures = 0
         self.crashes = 0
+        self.standby: str | None = None
+        self.takeovers = 0
+        self.dead_links = 0
+        self.replayed = 0
 
     # -- public API ---------------------------------------------------------------------------------
     def notify(self) -> None:
@@ -565,10 +626,10 @@ class Relay:
         """Publish the retained status again now (its payload from ``status_payload("online")`` as it is
         at this moment), e.g. when the app's journal fails or recovers, so that the floor does not learn it
         only at the next reconnect. Does nothing while disconnected (every connection publishes the
-        status first) or stopping. Returns at once: the publish runs in a task of its own, and a failure
-        is left to the relay's session (which reconnects and publishes the status again)."""
+        status first), stopping or in standby. Returns at once: the publish runs in a task of its own, and
+        a failure is left to the relay's session (which reconnects and publishes the status again)."""
         client = self._client
-        if client is None or not self.connected or self._stopping.is_set():
+        if client is None or not self.connected or self._stopping.is_set() or self.standby is not None:
             return
         payload = self._status_payload("online")
         task = asyncio.create_task(self._publish_status(client, payload), name="mqtt-status")
@@ -587,6 +648,27 @@ class Relay:
         self._status_tasks.add(task)
         task.add_done_callback(self._status_tasks.discard)
 
+    def replay(self, rows: Sequence[OutboxRowLike]) -> bool:
+        """Queue journaled ``rows`` (in seq order) to be republished unchanged, QoS 1, never retained, on
+        ``{prefix}/{table}/replay/{channel path}`` (:meth:`Topics.replay_for`) over the current
+        connection, after any replay already queued. ``False`` (nothing queued) while disconnected or in
+        standby, or when the queue would hold more than :data:`MAX_REPLAY_QUEUE_BYTES` of payload. Rows
+        not yet published when the connection ends are dropped (logged): the consumer asks again."""
+        size = sum(len(r.payload) for r in rows)
+        if not self.connected or self.standby is not None or self._stopping.is_set():
+            return False
+        if self._replay_bytes + size > MAX_REPLAY_QUEUE_BYTES:
+            return False
+        self._replay_queue.extend(rows)
+        self._replay_bytes += size
+        self._replay_wakeup.set()
+        return True
+
+    @property
+    def replay_backlog(self) -> int:
+        """Rows queued for replay and not yet handed to the broker."""
+        return len(self._replay_queue)
+
     async def _publish_alarm(self, client: _AckClient, payload: bytes) -> None:
         try:
             await self._publish(client, self.topics.for_channel("alarms"), payload, 1, False)
@@ -604,24 +686,28 @@ class Relay:
     async def run(self) -> None:
         """Connect, publish, reconnect with backoff, until :meth:`stop`. Never raises (but for
         cancellation): an unexpected exception is logged at critical (``relay_crashed``, with the
-        traceback) and the relay starts over after a backoff that grows with consecutive crashes."""
-        backoff = self.settings.backoff_min
-        crash_streak = 0
+        traceback) and the relay starts over after a backoff that grows with consecutive crashes. In
+        standby (a newer instance has the table) it stays disconnected until stopped."""
         while not self._stopping.is_set():
+            if self.standby is not None:
+                await self._stopping.wait()
+                break
             crashed = False
             v5 = self.protocol == "5"
             handshake_done = False
+            client: _AckClient | None = None
+            started = time.monotonic()
             try:
                 client = self._make_client(v5)
                 self._client = client
                 client.timeout = min(self.settings.publish_timeout, _CONNACK_TIMEOUT)
                 async with client:
                     handshake_done = True
+                    started = time.monotonic()
                     client.timeout = self.settings.publish_timeout
                     self._v5_confirmed = self._v5_confirmed or v5
                     self.connected = True
                     self.connects += 1
-                    backoff = self.settings.backoff_min
                     log.info("mqtt_connected", host=self.settings.host, port=self.settings.port,
                              protocol=self.protocol, client_id=self.settings.client_id)
                     await self._session(client, v5)
@@ -645,23 +731,42 @@ class Relay:
             except Exception as exc:  # never die silently: the outbox would stay unpublished
                 crashed = True
                 self.crashes += 1
-                crash_streak += 1
                 log.critical("relay_crashed", error=f"{type(exc).__name__}: {exc}", crashes=self.crashes,
                              exc_info=True)
             finally:
                 self.connected = False
                 self._client = None
+                self._drop_replays()
             if self._stopping.is_set():
                 break
+            if self.standby is not None:
+                continue
+            await self._pause(client, handshake_done, crashed, time.monotonic() - started)
+
+    async def _pause(self, client: _AckClient | None, handshake_done: bool, crashed: bool,
+                     lasted: float) -> None:
+        """Wait before the next attempt: the takeover backoff after a v5 0x8E, else the reconnect backoff
+        (started afresh after a session that lasted at least ``backoff_max``), longer after crashes."""
+        reason = client.disconnect_reason if client is not None and handshake_done else None
+        if reason == SESSION_TAKEN_OVER:
+            self.takeovers += 1
+            self._taken_over = True
+            delay = self._takeover_backoff.next_delay()
+            log.error("mqtt_session_taken_over", client_id=self.settings.client_id, instance=self.instance,
+                      retry_in=round(delay, 2),
+                      message=f"another client connected with client id {self.settings.client_id} and took "
+                              "this session over: a second tablesense for this table, or a client using "
+                              "its identity; backing off")
+        else:
+            if handshake_done and lasted >= self.settings.backoff_max:
+                self._backoff.reset()
+            delay = self._backoff.next_delay()
             if crashed:  # a repeating crash must not spin: back off over consecutive crashes
-                backoff = max(backoff, min(self.settings.backoff_min * 2 ** crash_streak,
-                                           self.settings.backoff_max))
+                delay = max(delay, self._crash_backoff.next_delay())
             else:
-                crash_streak = 0
-            delay = random.uniform(backoff / 2, backoff)
-            backoff = min(backoff * 2, self.settings.backoff_max)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), timeout=delay)
+                self._crash_backoff.reset()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=delay)
 
     async def stop(self, task: asyncio.Task[None] | None = None, stop_timeout: float = 3.0) -> None:
         """Stop publishing: finish the current publish briefly, publish ``offline``, disconnect.
@@ -725,29 +830,226 @@ class Relay:
         await client.publish_acked(topic, payload, qos, retain, _publish_properties(self.protocol == "5"),
                                    timeout=self.settings.publish_timeout if timeout is None else timeout)
 
+    async def _subscribe(self, client: _AckClient, topic: str, v5: bool, *,
+                         as_published: bool = False) -> None:
+        """QoS 1. ``as_published`` (v5 Retain As Published, OASIS MQTT 5.0 §3.8.3.1), for commands: one
+        published with the retain flag arrives with it and is refused even on its first, live delivery.
+        Not for ``status``: there the retain flag must tell the stored message (sent at subscription) from
+        one published now."""
+        if v5 and as_published:
+            await client.subscribe(topic, qos=0, options=SubscribeOptions(qos=1, retainAsPublished=True))
+        else:
+            await client.subscribe(topic, qos=1)
+
     async def _session(self, client: _AckClient, v5: bool) -> None:
+        """One connection: read the table's retained status (duplicate instance?), go online (or step
+        back), republish retained state, then publish the outbox, answer commands, replay, and watch the
+        receive side until the connection ends."""
         self._props = _publish_properties(v5)
-        await client.subscribe(self.topics.cmd_filter, qos=1)
+        await self._subscribe(client, self.topics.status, v5)
+        await self._subscribe(client, self.topics.cmd_filter, v5, as_published=True)
+        # Mosquitto sends a subscription's retained messages right after its SUBACK, so whatever the
+        # status subscription brought is queued before the second SUBACK returned: read it now.
+        early: list[aiomqtt.Message] = []
+        messages = client.messages
+        while len(messages) > 0:
+            early.append(await anext(messages))
+        retained = [m for m in early if str(m.topic) == self.topics.status and m.retain]
+        step_back = self._taken_over_by(retained[-1] if retained else None)
+        if step_back is not None:
+            await self._step_back(client, step_back, early)
+            return
         await self._publish(client, self.topics.status, self._status_payload("online"), 1, True)
+        self._went_online()
+        for m in early:
+            self._dispatch(client, m, v5)
         for row in await asyncio.to_thread(self._journal.retained_latest):
             await self._publish_row(client, row, mark=False)
-        listener = asyncio.create_task(self._listen(client, v5), name="mqtt-commands")
-        drain = asyncio.create_task(self._drain(client), name="mqtt-outbox")
+        tasks = [asyncio.create_task(self._listen(client, v5), name="mqtt-commands"),
+                 asyncio.create_task(self._drain(client), name="mqtt-outbox"),
+                 asyncio.create_task(self._replayer(client), name="mqtt-replay"),
+                 asyncio.create_task(self._watch_link(client), name="mqtt-link")]
+        stepped: DuplicateInstance | None = None
         try:
-            done, _ = await asyncio.wait({listener, drain}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
-                t.result()  # re-raise MqttError from whichever ended first
+                try:
+                    t.result()  # re-raise MqttError from whichever ended first
+                except _SteppedBack as exc:
+                    stepped = exc.info
         finally:
-            for t in (listener, drain):
+            for t in tasks:
                 t.cancel()
-            for t in (listener, drain):
-                with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError, _SteppedBack):
                     await t
+        if stepped is not None:
+            await self._step_back(client, stepped, [])
+            return
         if self._stopping.is_set():
             with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
                 await self._publish(client, self.topics.status, self._status_payload("offline"), 1, True,
                                     timeout=1.0)
                 log.info("mqtt_offline_published")
+
+    # -- duplicate instance -------------------------------------------------------------------------
+    def _peek(self, message: aiomqtt.Message) -> _StatusPeek | None:
+        payload = message.payload
+        if not isinstance(payload, bytes | bytearray) or not payload:
+            return None
+        try:
+            return _PEEK.decode(payload)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+
+    def _foreign(self, st: _StatusPeek) -> bool:
+        """Another process's status, not this journal's (an earlier process of the same journal shares
+        its epoch: the journal's lock lets only one process at a time use it)."""
+        return bool(st.instance) and st.instance != self.instance and st.epoch != self.epoch
+
+    def _taken_over_by(self, message: aiomqtt.Message | None) -> DuplicateInstance | None:
+        """At connect: the retained status names another instance ``online`` that came after our own
+        ``online`` (or after a v5 takeover): it took this table over while we were away, so we step
+        back. A fresh process (never online yet) takes the table whatever the retained status says: an
+        ``online`` there may be its own crashed predecessor's; a live duplicate then steps back itself."""
+        st = self._peek(message) if message is not None else None
+        if st is None or not self._foreign(st) or st.state not in _STATES_ONLINE:
+            return None
+        if self._online_ts is None:
+            return None
+        if self._taken_over or st.ts > self._online_ts:
+            return DuplicateInstance(st.instance, st.epoch, self.settings.client_id, self._taken_over)
+        return None
+
+    def _went_online(self) -> None:
+        payload = self._status_payload("online")
+        try:
+            self._online_ts = _PEEK.decode(payload).ts or _now_ts()
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            self._online_ts = _now_ts()
+        if self._taken_over:  # the session is back and nobody newer holds the table: say what happened
+            self._taken_over = False
+            self._raise_duplicate(DuplicateInstance("", "", self.settings.client_id, True))
+        self._takeover_backoff.reset()
+
+    def _on_status(self, message: aiomqtt.Message) -> None:
+        """A message on our own ``status`` topic while online: a live ``online`` from another instance is
+        a newer duplicate (we step back); another instance's ``standby`` is a duplicate that stepped back
+        for us (``DUPLICATE_INSTANCE``, and our status goes back on the retained topic)."""
+        st = self._peek(message)
+        if st is None or not self._foreign(st):
+            return
+        if st.state in _STATES_ONLINE and not message.retain:
+            raise _SteppedBack(DuplicateInstance(st.instance, st.epoch, self.settings.client_id, False))
+        if st.state == "standby" and st.instance not in self._duplicates:
+            self._duplicates.add(st.instance)
+            self._raise_duplicate(DuplicateInstance(st.instance, st.epoch, self.settings.client_id, False))
+            self.republish_status()  # its standby replaced our status on the retained topic
+
+    def _raise_duplicate(self, info: DuplicateInstance) -> None:
+        """Log the duplicate at error and hand it to ``on_duplicate`` (the ``DUPLICATE_INSTANCE`` alarm)."""
+        log.error("mqtt_duplicate_instance", client_id=self.settings.client_id, instance=self.instance,
+                  other=info.other or None, other_epoch=info.other_epoch or None, taken_over=info.taken_over,
+                  message=info.text())
+        if self._on_duplicate is not None:
+            try:
+                self._on_duplicate(info)
+            except Exception:  # the alarm is the app's business; the relay goes on
+                log.exception("duplicate_instance_callback_failed")
+
+    async def _step_back(self, client: _AckClient, info: DuplicateInstance,
+                         early: Sequence[aiomqtt.Message]) -> None:
+        """Become standby: publish our ``standby`` status (retained), refuse what commands already came,
+        and end the session with a clean DISCONNECT (so the will is not published)."""
+        self.standby = (f"instance {info.other} (journal epoch {info.other_epoch}) publishes for this table "
+                        f"with client id {self.settings.client_id}: this instance {self.instance} stepped "
+                        "back and publishes nothing until restarted")
+        log.error("mqtt_duplicate_instance_standby", client_id=self.settings.client_id,
+                  instance=self.instance, other=info.other, other_epoch=info.other_epoch,
+                  taken_over=info.taken_over,
+                  message=f"tablesense instance {self.instance} steps back to standby: another instance "
+                          f"{info.other} (journal epoch {info.other_epoch}) publishes for table "
+                          f"{self.settings.table} with client id {self.settings.client_id}; this one "
+                          "publishes nothing until restarted")
+        for m in early:
+            name = self.topics.command_name(str(m.topic))
+            if name is not None:
+                await self._answer(client, m, name, refusal=f"standby: tablesense instance {self.instance} "
+                                   f"stepped back for instance {info.other}; send the command again")
+        with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+            await self._publish(client, self.topics.status, self._status_payload("standby"), 1, True,
+                                timeout=2.0)
+
+    # -- the receive side ---------------------------------------------------------------------------
+    async def _watch_link(self, client: _AckClient) -> None:
+        """Close the connection once nothing arrived for :data:`DEAD_LINK_FACTOR` x keepalive (a PINGREQ
+        goes out after :data:`PROBE_FACTOR` x keepalive of silence, so a live broker always answers in
+        time); raises :class:`LinkDead`."""
+        keepalive = float(self.settings.keepalive)
+        probe_after, dead_after = PROBE_FACTOR * keepalive, DEAD_LINK_FACTOR * keepalive
+        probed_for = -1.0
+        while True:
+            await asyncio.sleep(min(_LINK_TICK, keepalive / 8))
+            rx_at = client.rx_at
+            idle = time.monotonic() - rx_at
+            if idle >= dead_after:
+                self.dead_links += 1
+                log.warning("mqtt_link_dead", idle_s=round(idle, 2), keepalive=self.settings.keepalive,
+                            message=f"nothing from the broker for {idle:.1f} s (keepalive "
+                                    f"{self.settings.keepalive} s): closing the connection")
+                client.force_close()
+                raise LinkDead(f"no packet from the broker for {idle:.1f} s "
+                               f"(keepalive {self.settings.keepalive} s)")
+            if idle >= probe_after and probed_for != rx_at:
+                probed_for = rx_at
+                client.ping()
+
+    # -- replay ---------------------------------------------------------------------------------------
+    def _drop_replays(self) -> None:
+        if self._replay_queue:
+            log.warning("mqtt_replay_dropped", rows=len(self._replay_queue),
+                        message="connection ended during a replay; the consumer asks again")
+        self._replay_queue.clear()
+        self._replay_bytes = 0
+
+    async def _replayer(self, client: _AckClient) -> None:
+        """Publish queued replay rows in order, at most ``window`` in flight (:meth:`replay`)."""
+        inflight: deque[tuple[str, asyncio.Future[None]]] = deque()
+        try:
+            while True:
+                await self._replay_wakeup.wait()
+                self._replay_wakeup.clear()
+                while self._replay_queue:
+                    row = self._replay_queue.popleft()
+                    self._replay_bytes -= len(row.payload)
+                    topic = self.topics.replay_for(_channel_name(row.channel), row.device)
+                    inflight.append((topic, client.start_publish(topic, bytes(row.payload), 1, False,
+                                                                 self._props)))
+                    while inflight and (len(inflight) >= self._window or inflight[0][1].done()):
+                        await self._replay_settle(*inflight.popleft())
+                while inflight:
+                    await self._replay_settle(*inflight.popleft())
+        finally:
+            for _, fut in inflight:
+                fut.cancel()
+
+    def _ack_timed_out(self, topic: str) -> NoReturn:
+        """No PUBACK within ``publish_timeout``: the connection is taken for dead and closed at once (a
+        graceful DISCONNECT could wait behind a full send buffer), and the session ends."""
+        if self._client is not None:
+            self._client.force_close()
+        raise aiomqtt.MqttError(f"no acknowledgement for {topic} within {self.settings.publish_timeout:g} s")
+
+    async def _replay_settle(self, topic: str, fut: asyncio.Future[None]) -> None:
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout=self.settings.publish_timeout)
+        except TimeoutError:
+            self._ack_timed_out(topic)
+        except PublishRejected as exc:
+            self.rejected += 1
+            log.error("mqtt_publish_rejected", topic=topic, reason=str(exc.reason), code=exc.reason.value)
+            return
+        self.replayed += 1
 
     async def _publish_row(self, client: _AckClient, row: OutboxRowLike, mark: bool = True) -> bool:
         topic = self.topics.for_channel(_channel_name(row.channel), row.device)
@@ -859,8 +1161,7 @@ class Relay:
         try:
             await asyncio.wait_for(asyncio.shield(fut), timeout=self.settings.publish_timeout)
         except TimeoutError:
-            raise aiomqtt.MqttError(f"no acknowledgement for {topic} within "
-                                    f"{self.settings.publish_timeout:g} s") from None
+            self._ack_timed_out(topic)
         except PublishRejected:
             pass  # counted below
         acked: list[OutboxRowLike] = []
@@ -884,23 +1185,41 @@ class Relay:
 
     async def _listen(self, client: _AckClient, v5: bool) -> None:
         async for message in client.messages:
-            name = self.topics.command_name(str(message.topic))
-            if name is None:
-                continue
-            payload = message.payload if isinstance(message.payload, bytes | bytearray) else str(
-                message.payload or "").encode()
-            task = asyncio.create_task(self._answer(client, name, bytes(payload), message.properties))
-            self._command_tasks.add(task)
-            task.add_done_callback(self._command_tasks.discard)
+            self._dispatch(client, message, v5)
 
-    async def _answer(self, client: _AckClient, name: str, payload: bytes, props: Properties | None) -> None:
+    def _dispatch(self, client: _AckClient, message: aiomqtt.Message, v5: bool) -> None:
+        """Route one received message: our status (duplicate instance), or a command (answered in a task
+        of its own). May raise :class:`_SteppedBack`."""
+        topic = str(message.topic)
+        if topic == self.topics.status:
+            self._on_status(message)
+            return
+        name = self.topics.command_name(topic)
+        if name is None:
+            return
+        if not message.payload:
+            return  # an empty message clears a retained command (our own doing): nothing to answer
+        task = asyncio.create_task(self._answer(client, message, name))
+        self._command_tasks.add(task)
+        task.add_done_callback(self._command_tasks.discard)
+
+    async def _answer(self, client: _AckClient, message: aiomqtt.Message, name: str,
+                      refusal: str | None = None) -> None:
+        props = message.properties
+        payload = message.payload if isinstance(message.payload, bytes | bytearray) else str(
+            message.payload or "").encode()
         response_topic = getattr(props, "ResponseTopic", None) if props is not None else None
         correlation = getattr(props, "CorrelationData", None) if props is not None else None
+        expiry = getattr(props, "MessageExpiryInterval", None) if props is not None else None
+        retained = bool(message.retain)
         try:
-            request = parse_command(name, payload)
+            request = parse_command(name, bytes(payload), retained=retained,
+                                    message_expiry=expiry if isinstance(expiry, int) else None)
             if response_topic is None:
                 response_topic, correlation = request.response_topic, request.correlation_data
-            if self._on_command is None:
+            if refusal is not None:
+                ok, reason = False, refusal
+            elif self._on_command is None:
                 ok, reason = False, "this daemon accepts no commands"
             else:
                 ok, reason = await self._on_command(request)
@@ -910,11 +1229,13 @@ class Relay:
             log.exception("command_failed", command=name)
             ok, reason = False, f"internal error: {type(exc).__name__}"
         log.info("command_answered", command=name, ok=ok, reason=reason)
+        if retained:
+            await self._clear_retained(client, str(message.topic))
         if not isinstance(response_topic, str) or not response_topic:
             return
-        refusal = reply_topic_allowed(self.topics, response_topic)
-        if refusal is not None:  # refused silently: no reply where signage reads or the broker chokes
-            log.warning("command_reply_refused", command=name, reason=refusal,
+        refused = reply_topic_allowed(self.topics, response_topic)
+        if refused is not None:  # refused silently: no reply where signage reads or the broker chokes
+            log.warning("command_reply_refused", command=name, reason=refused,
                         topic=response_topic[:MAX_REPLY_TOPIC_CHARS].encode("utf-8", "backslashreplace")
                         .decode("ascii", "backslashreplace"))
             return
@@ -932,3 +1253,17 @@ class Relay:
             pass  # the session notices a dead connection itself
         except Exception as exc:  # never a "Task exception was never retrieved" from a reply
             log.warning("command_reply_failed", command=name, error=f"{type(exc).__name__}: {str(exc)[:160]}")
+
+    async def _clear_retained(self, client: _AckClient, topic: str) -> None:
+        """Delete a retained command from the broker (an empty retained message, MQTT 5.0 §3.3.1.3), so
+        that it is not delivered again at every reconnect; the refusal is journaled already."""
+        try:
+            await client.publish_acked(topic, b"", 1, True, None, timeout=self.settings.publish_timeout)
+        except Exception as exc:  # the ACL may not allow it: the next delivery is refused again
+            log.warning("retained_command_not_cleared", topic=topic, error=f"{type(exc).__name__}: {exc}")
+        else:
+            log.warning("retained_command_cleared", topic=topic)
+
+
+def _now_ts() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())

@@ -31,6 +31,7 @@ from typing import Any
 
 import aiomqtt
 import pytest
+from command_support import body
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -40,7 +41,7 @@ from tablesense.daemon.mqtt import PublishRejected, _AckClient
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "mosquitto"
 T1, T2 = "bac-01", "bj-07"
 USERS = {f"table-{T1}": "pw-table-1", f"table-{T2}": "pw-table-2", f"signage-{T1}": "pw-signage-1",
-         "floor": "pw-floor", "surveillance": "pw-surv"}
+         "floor-1": "pw-floor-1", "floor-2": "pw-floor-2", "surveillance": "pw-surv"}
 GUARD_S = 15.0
 """Hang guard for a whole exchange (never an assertion about speed)."""
 
@@ -109,6 +110,8 @@ def shipped_config(d: Path, port: int, cert_port: int) -> str:
     for line in ("per_listener_settings false", "allow_anonymous false", "require_certificate true",
                  "use_identity_as_username true"):
         assert re.search(rf"^{line}$", text, flags=re.MULTILINE), line
+    # the identity binding under test, on both listeners
+    assert len(re.findall(r"^use_username_as_clientid true$", text, flags=re.MULTILINE)) == 2
     # as root mosquitto would switch to user "mosquitto", which cannot read the temp directory
     return text + f"\nuser {getpass.getuser()}\nlog_dest file {d / 'mosquitto.log'}\nlog_type all\n"
 
@@ -166,11 +169,14 @@ def _wait_listening(proc: subprocess.Popen[bytes], b: Broker) -> None:
 
 
 def client(b: Broker, user: str | None = None, password: str | None = None, *, ca: str | None = None,
-           cert: str | None = None, port: int | None = None, tls12: bool = False) -> _AckClient:
+           cert: str | None = None, port: int | None = None, tls12: bool = False,
+           identifier: str | None = None, persistent: bool = False, clean: bool = True) -> _AckClient:
     """A verifying TLS client (MQTT v5) of the test broker; ``user`` defaults to its password entry.
 
     ``tls12``: at most TLS 1.2, where a refused client certificate fails the handshake itself (with TLS
     1.3 the refusal comes after the client's handshake is done and paho only notices at its timeout).
+    ``identifier``: the client id it asks for (default: a random one; the broker uses the user name
+    anyway). ``persistent``: a session that outlives the connection (expiry 1 h); ``clean``: Clean Start.
     """
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca or b.ca)
     if tls12:
@@ -179,9 +185,14 @@ def client(b: Broker, user: str | None = None, password: str | None = None, *, c
         ctx.load_cert_chain(str(b.dir / f"{cert}.pem"), str(b.dir / f"{cert}.key"))
     if user is not None and password is None:
         password = USERS[user]
+    props = None
+    if persistent:
+        props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+        props.SessionExpiryInterval = 3600
     return _AckClient(hostname="127.0.0.1", port=port or b.port, username=user, password=password,
                       tls_context=ctx, protocol=aiomqtt.ProtocolVersion.V5,
-                      identifier=f"acl-test-{uuid.uuid4().hex[:10]}", timeout=5)
+                      identifier=identifier or f"acl-test-{uuid.uuid4().hex[:10]}", timeout=5,
+                      clean_start=clean, properties=props)
 
 
 @contextlib.asynccontextmanager
@@ -239,7 +250,7 @@ async def test_anonymous_client_is_refused(broker: Broker) -> None:
 
 async def test_wrong_password_is_refused(broker: Broker) -> None:
     with pytest.raises(aiomqtt.MqttCodeError) as exc:
-        async with client(broker, "floor", "not-the-password"):
+        async with client(broker, "floor-1", "not-the-password"):
             pass
     assert exc.value.rc in (0x86, 0x87), exc.value
 
@@ -247,7 +258,7 @@ async def test_wrong_password_is_refused(broker: Broker) -> None:
 async def test_client_with_another_ca_fails_server_verification(broker: Broker) -> None:
     """The broker's certificate does not chain to the CA the client trusts: the handshake fails."""
     with pytest.raises(aiomqtt.MqttError) as exc:
-        async with client(broker, "floor", ca=str(broker.dir / "rogue-ca.pem")):
+        async with client(broker, "floor-1", ca=str(broker.dir / "rogue-ca.pem")):
             pass
     assert "CERTIFICATE_VERIFY_FAILED" in str(exc.value) or isinstance(
         exc.value.__cause__ or exc.value.__context__, ssl.SSLCertVerificationError), repr(exc.value)
@@ -288,7 +299,7 @@ async def test_signage_cannot_publish_anything(broker: Broker) -> None:
     token = uuid.uuid4().hex.encode()
     async with connected(client(broker, f"signage-{T1}")) as signage, \
             connected(client(broker, f"table-{T1}")) as table, \
-            connected(client(broker, "floor")) as floor:
+            connected(client(broker, "floor-1")) as floor:
         await table.subscribe(f"{base}/cmd/#", qos=1)
         await floor.subscribe("tablesense/#", qos=1)
         for topic in (f"{base}/cmd/void_round", f"{base}/round", f"{base}/results",
@@ -309,7 +320,7 @@ async def test_signage_cannot_publish_anything(broker: Broker) -> None:
 async def test_one_table_cannot_publish_as_another(broker: Broker) -> None:
     token = uuid.uuid4().hex.encode()
     async with connected(client(broker, f"table-{T2}")) as other, \
-            connected(client(broker, "floor")) as floor:
+            connected(client(broker, "floor-1")) as floor:
         await floor.subscribe("tablesense/#", qos=1)
         for suffix in ("results", "settlements", "status", "floor/rounds", "cmd/void_round"):
             with pytest.raises(PublishRejected) as exc:
@@ -323,7 +334,7 @@ async def test_one_table_cannot_publish_as_another(broker: Broker) -> None:
 async def test_table_reads_only_its_own_commands(broker: Broker) -> None:
     token = uuid.uuid4().hex.encode()
     async with connected(client(broker, f"table-{T2}")) as other, \
-            connected(client(broker, "floor")) as floor:
+            connected(client(broker, "floor-1")) as floor:
         await other.subscribe("tablesense/+/cmd/#", qos=1)
         await other.subscribe(f"tablesense/{T1}/results", qos=1)
         await pub(floor, f"tablesense/{T1}/cmd/void_round", b"for t1 " + token)
@@ -339,7 +350,7 @@ async def test_floor_reads_everything_and_commands_round_trip(broker: Broker) ->
     correlation data; the table answers under its own tree (reply/), which the floor reads."""
     base = f"tablesense/{T1}"
     token = uuid.uuid4().hex.encode()
-    async with connected(client(broker, "floor")) as floor, \
+    async with connected(client(broker, "floor-1")) as floor, \
             connected(client(broker, f"table-{T1}")) as table:
         await floor.subscribe(f"{base}/#", qos=1)
         await table.subscribe(f"{base}/cmd/#", qos=1)
@@ -382,7 +393,7 @@ async def test_client_certificate_identity_is_the_user_name(broker: Broker) -> N
     write its own table and nothing else, without a password."""
     token = uuid.uuid4().hex.encode()
     async with connected(client(broker, cert="client-t1", port=broker.cert_port)) as table, \
-            connected(client(broker, "floor")) as floor:
+            connected(client(broker, "floor-1")) as floor:
         await floor.subscribe("tablesense/#", qos=1)
         with pytest.raises(PublishRejected):
             await pub(table, f"tablesense/{T2}/results", b"impostor " + token)
@@ -394,7 +405,7 @@ async def test_client_certificate_identity_is_the_user_name(broker: Broker) -> N
 async def test_certificate_listener_refuses_without_a_valid_client_certificate(broker: Broker) -> None:
     """No client certificate (a password is not enough there), or one from another CA: refused."""
     with pytest.raises(aiomqtt.MqttError):
-        async with client(broker, "floor", port=broker.cert_port, tls12=True):
+        async with client(broker, "floor-1", port=broker.cert_port, tls12=True):
             pass
     with pytest.raises(aiomqtt.MqttError):
         async with client(broker, cert="client-rogue", port=broker.cert_port, tls12=True):
@@ -443,10 +454,11 @@ async def test_the_daemon_runs_within_its_acl_over_tls(broker: Broker, tmp_path:
 
     from tablesense.daemon.app import App
     app = App(daemon_config(broker, tmp_path))
+    log_start = len(broker.log.read_bytes()) if broker.log.exists() else 0  # earlier tests' table-bac-01
     task = asyncio.create_task(app.run())
     base = f"tablesense/{T1}"
     try:
-        async with connected(client(broker, "floor")) as floor:
+        async with connected(client(broker, "floor-1")) as floor:
             await floor.subscribe(f"{base}/#", qos=1)
             got = await read_until(floor, lambda m: str(m.topic) == f"{base}/status"
                                    and json.loads(m.payload)["state"] == "online")  # type: ignore[arg-type]
@@ -456,13 +468,12 @@ async def test_the_daemon_runs_within_its_acl_over_tls(broker: Broker, tmp_path:
                 props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
                 props.ResponseTopic = reply_to
                 props.CorrelationData = token
-                await pub(floor, f"{base}/cmd/ack_alarm", b'{"operator": "supervisor 17", '
-                          b'"args": {"alarm": "9.9"}}', props)
+                await pub(floor, f"{base}/cmd/ack_alarm", body("supervisor 17", {"alarm": "9.9"}), props)
             got = await read_until(floor, lambda m: str(m.topic) == f"{base}/reply/floor")
             reply = got[-1]
             assert reply.properties is not None and reply.properties.CorrelationData == b"inside"
-            body = json.loads(reply.payload)  # type: ignore[arg-type]
-            assert body["ok"] is False and "9.9" in body["reason"]
+            answer = json.loads(reply.payload)  # type: ignore[arg-type]
+            assert answer["ok"] is False and "9.9" in answer["reason"]
             assert not any(str(m.topic).startswith("tablesense/floor-replies") for m in got)
         # every row the daemon journaled is delivered: none was refused by the ACL (a refused row stays
         # pending); the relay marks rows after their PUBACK, so wait for it (hang guard only)
@@ -475,5 +486,107 @@ async def test_the_daemon_runs_within_its_acl_over_tls(broker: Broker, tmp_path:
         await asyncio.wait_for(task, 15)
     # the daemon never tried: the broker, which has logged everything before our own commands' replies,
     # denied nothing to the table's user
-    assert await logged(broker, f"Received PUBLISH from tablesense-{T1}")
-    assert f"Denied PUBLISH from tablesense-{T1}" not in broker.log.read_text(errors="replace")
+    assert await logged(broker, f"Received PUBLISH from table-{T1}")
+    ours = broker.log.read_bytes()[log_start:].decode(errors="replace")
+    assert f"Received PUBLISH from table-{T1}" in ours and f"Denied PUBLISH from table-{T1}" not in ours
+
+
+# ------------------------------------------------------------------------------------ identities bound
+
+async def test_signage_credentials_cannot_take_over_the_daemons_session(broker: Broker,
+                                                                        tmp_path: Path) -> None:
+    """The tester, with the signage password, connected as the daemon's client id and kicked the real
+    daemon off 26 times in 30 s. With ``use_username_as_clientid`` the broker makes that connection
+    ``signage-bac-01`` whatever id it asks for: the daemon (`App` as `tablesense run` runs it, user
+    table-bac-01 over verified TLS) stays connected on its first connection and keeps answering."""
+    import json
+
+    from tablesense.daemon.app import App
+    app = App(daemon_config(broker, tmp_path))
+    task = asyncio.create_task(app.run())
+    base = f"tablesense/{T1}"
+    try:
+        async with asyncio.timeout(GUARD_S):
+            while app.relay is None or not app.relay.connected:
+                await asyncio.sleep(0.01)
+        assert app.relay.settings.client_id == f"table-{T1}"  # the user name is the client id
+        for identifier in (f"table-{T1}", f"tablesense-{T1}"):
+            for _ in range(3):
+                async with connected(client(broker, f"signage-{T1}", identifier=identifier, persistent=True,
+                                            clean=False)) as signage:
+                    with pytest.raises(PublishRejected):  # and it is still only signage
+                        await pub(signage, f"{base}/status", b'{"state": "offline"}')
+        async with connected(client(broker, "floor-1")) as floor:
+            await floor.subscribe(f"{base}/reply/#", qos=1)
+            props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            props.ResponseTopic = f"{base}/reply/floor"
+            props.CorrelationData = b"after"
+            await pub(floor, f"{base}/cmd/ack_alarm", body("supervisor 17", {"alarm_id": "9.9"}), props)
+            got = await read_until(floor, lambda m: str(m.topic) == f"{base}/reply/floor")
+            assert json.loads(got[-1].payload)["command"] == "ack_alarm"  # type: ignore[arg-type]
+        assert app.relay.connects == 1 and app.relay.connected and app.relay.takeovers == 0
+    finally:
+        app.stop()
+        await asyncio.wait_for(task, 15)
+    log = broker.log.read_text(errors="replace")
+    assert f"Client table-{T1} already connected" not in log
+    assert await logged(broker, f"as signage-{T1} (p5, c0")
+
+
+async def test_signage_credentials_can_neither_take_nor_wipe_the_floors_session(broker: Broker) -> None:
+    """The tester connected with the floor system's client id and took its queued settlements, or wiped
+    its session. Now the floor's persistent session is out of reach of other users: its queued messages
+    are all there, in order, when it comes back."""
+    base = f"tablesense/{T1}"
+    tokens = [uuid.uuid4().hex.encode() for _ in range(3)]
+    async with connected(client(broker, "floor-2", persistent=True, clean=True)) as floor:
+        await floor.subscribe(f"{base}/settlements", qos=1)
+    async with connected(client(broker, f"table-{T1}")) as table:  # the floor is away: queued for it
+        for t in tokens:
+            await pub(table, f"{base}/settlements", b"settlement " + t)
+    for clean in (True, False):  # wipe it (Clean Start), take it (resume it)
+        async with connected(client(broker, f"signage-{T1}", identifier="floor-2", persistent=True,
+                                    clean=clean)) as signage:
+            await signage.subscribe(f"{base}/round", qos=1)
+            async with connected(client(broker, f"table-{T1}")) as table:
+                await pub(table, f"{base}/round", b"sentinel")
+            got = await read_until(signage, is_payload(b"sentinel"))
+            assert not any(m.payload.startswith(b"settlement") for m in got)  # type: ignore[union-attr]
+    async with connected(client(broker, "floor-2", persistent=True, clean=False)) as floor:
+        got = await read_until(floor, is_payload(b"settlement " + tokens[-1]))  # no new subscription
+    assert [m.payload for m in got] == [b"settlement " + t for t in tokens]
+
+
+async def test_replay_is_for_the_floor_and_health_for_signage_too(broker: Broker) -> None:
+    """``replay/`` carries floor records with every card: floor processes read it, signage and
+    surveillance never do; ``health`` is public; a table reads its own ``status`` (duplicate instance)
+    and nobody else's."""
+    base = f"tablesense/{T1}"
+    token = uuid.uuid4().hex.encode()
+    async with connected(client(broker, f"signage-{T1}")) as signage, \
+            connected(client(broker, "surveillance")) as surv, \
+            connected(client(broker, "floor-2")) as floor, \
+            connected(client(broker, f"table-{T2}")) as other, \
+            connected(client(broker, f"table-{T1}")) as table:
+        for c in (signage, surv, floor):
+            await c.subscribe("tablesense/#", qos=1)
+        await table.subscribe(f"{base}/status", qos=1)
+        await other.subscribe(f"{base}/status", qos=1)
+        await other.subscribe(f"tablesense/{T2}/status", qos=1)
+        await pub(table, f"{base}/replay/floor/rounds", b"replayed record " + token)
+        await pub(table, f"{base}/replay/settlements", b"replayed settlement " + token)
+        await pub(table, f"{base}/health", b"health " + token)
+        await pub(table, f"{base}/status", b"status " + token)
+        got_floor = await read_until(floor, is_payload(b"status " + token))
+        got_signage = await read_until(signage, is_payload(b"status " + token))
+        got_surv = await read_until(surv, is_payload(b"status " + token))
+        got_table = await read_until(table, is_payload(b"status " + token))
+        await pub(other, f"tablesense/{T2}/status", b"sentinel " + token)  # after table's status was acked
+        got_other = await read_until(other, is_payload(b"sentinel " + token))
+    assert topics(got_floor)[-4:] == [f"{base}/replay/floor/rounds", f"{base}/replay/settlements",
+                                      f"{base}/health", f"{base}/status"]
+    assert f"{base}/health" in topics(got_signage) and f"{base}/health" in topics(got_surv)
+    for seen in (topics(got_signage), topics(got_surv)):
+        assert not any("/replay/" in t for t in seen), seen
+    assert topics(got_table)[-1] == f"{base}/status"
+    assert f"{base}/status" not in topics(got_other)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tablesense.daemon.journal import Journal, JournalDamaged
 from tablesense.daemon.journal.codec import decode_event, encode_event, event_device, input_types
 from tablesense.daemon.rules.cards import ALL_CARDS
-from tablesense.daemon.table.inputs import COMMAND_NAMES, Command, TableStart, TimedInput
+from tablesense.daemon.table.inputs import COMMAND_NAMES, Command, InstanceConflict, TableStart, TimedInput
 from tablesense.drivers.events import (
     Button,
     CardDrawn,
@@ -46,7 +46,10 @@ events = st.one_of(
     st.builds(DealerButton, names, seqs, st.sampled_from(Button)),
     st.builds(DeviceState, names, st.sampled_from(LinkState), texts),
     st.builds(Command, st.sampled_from(COMMAND_NAMES), st.dictionaries(texts, texts, max_size=3), texts),
+    st.builds(Command, st.sampled_from(COMMAND_NAMES), st.dictionaries(texts, texts, max_size=3), texts,
+              texts, texts, texts),
     st.builds(TableStart, texts),
+    st.builds(InstanceConflict, texts, texts, texts),
 )
 
 
@@ -61,7 +64,7 @@ def test_every_input_round_trips(event: object) -> None:
 def test_every_input_type_is_known() -> None:
     assert set(input_types()) == {"CardDrawn", "CardUnreadable", "ShoeStatus", "DeviceIdentity", "Heartbeat",
                                   "DeviceError", "SpotChanged", "DealerButton", "DeviceState", "Command",
-                                  "TableStart"}
+                                  "TableStart", "InstanceConflict"}
 
 
 def test_device_and_device_seq() -> None:

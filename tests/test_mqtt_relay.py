@@ -10,6 +10,7 @@ from pathlib import Path
 
 import aiomqtt
 import pytest
+from command_support import body
 from e2e_support import Recorder
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -215,44 +216,52 @@ async def test_command_answered_on_response_topic(broker: MosquittoBroker) -> No
 
     async def handle(req: CommandRequest) -> tuple[bool, str]:
         seen.append(req)
-        return (req.name == "void_round", "" if req.name == "void_round" else "unknown command")
+        return (req.name == "void_round", "" if req.name == "void_round" else "no alarm 1.1")
 
     relay = Relay(settings(broker, "T4"), MemoryOutbox(), status, on_command=handle)
     task = await run_relay(relay)
     try:
         async with aiomqtt.Client(broker.host, broker.port, protocol=aiomqtt.ProtocolVersion.V5) as c:
             await c.subscribe("ts/T4/reply/me", qos=1)
-            for name, corr in (("void_round", b"c1"), ("fly", b"c2")):
+            for name, corr, args in (("void_round", b"c1", {"shoe": 1, "round": 2}),
+                                     ("ack_alarm", b"c2", {"alarm_id": "1.1"}),
+                                     ("fly", b"c3", {"r": 1})):
                 props = Properties(PacketTypes.PUBLISH)
                 props.ResponseTopic = "ts/T4/reply/me"
                 props.CorrelationData = corr
-                await c.publish(f"ts/T4/cmd/{name}", json.dumps({"operator": "sup1", "args": {"r": 1}}),
-                                qos=1, properties=props)
+                await c.publish(f"ts/T4/cmd/{name}", body("sup1", args, command_id=f"id-{name}"), qos=1,
+                                properties=props)
             await c.publish("ts/T4/cmd/void_round", b"not json", qos=1, properties=props)
             replies = []
             async with asyncio.timeout(5):
                 async for m in c.messages:
                     replies.append((m.properties.CorrelationData, json.loads(m.payload)))
-                    if len(replies) == 3:
+                    if len(replies) == 4:
                         break
     finally:
         await relay.stop(task)
-    by_corr = {c: b for c, b in replies[:2]}
+    by_corr = {c: b for c, b in replies[:3]}
     assert by_corr[b"c1"]["ok"] is True
-    assert by_corr[b"c2"] == {"ok": False, "reason": "unknown command", "command": "fly"}
-    assert replies[2][1]["ok"] is False and "not JSON" in replies[2][1]["reason"]
-    assert [(r.name, r.operator, r.args) for r in seen] == [("void_round", "sup1", {"r": 1}),
-                                                            ("fly", "sup1", {"r": 1})]
+    assert by_corr[b"c2"] == {"ok": False, "reason": "no alarm 1.1", "command": "ack_alarm"}
+    assert by_corr[b"c3"]["ok"] is False and "unknown command 'fly'" in by_corr[b"c3"]["reason"]
+    assert replies[3][1]["ok"] is False and "not JSON" in replies[3][1]["reason"]
+    assert [(r.name, r.operator, r.args, r.command_id) for r in seen] == [
+        ("void_round", "sup1", {"shoe": 1, "round": 2, "reason": ""}, "id-void_round"),
+        ("ack_alarm", "sup1", {"alarm_id": "1.1"}, "id-ack_alarm")]  # the unknown command never got here
 
 
 def test_parse_command_rejects_bad_requests() -> None:
-    assert parse_command("new_shoe", b'{"operator": "pit1"}').args == {}
+    assert parse_command("new_shoe", body("pit1", {"shoe": 2})).args == {"shoe": 2}
     for payload, why in ((b"x" * 5000, "too large"), (b"[1]", "JSON object"), (b"{}", "operator"),
-                         (b'{"operator": "a", "args": 3}', "args"), (b"\xff", "not JSON")):
+                         (body("a", None, command_id="c1")[:-1] + b', "args": 3}', "args"),
+                         (b"\xff", "not UTF-8"), (body("a", {"shoe": 1, "round": 1}, command_id="a b"),
+                                                   "command_id"),
+                         (body("a", {"shoe": 1, "round": 1}, issued_at="yesterday"), "issued_at"),
+                         (body("a", {"shoe": 1, "round": 1}, issued_at=None), "issued_at")):
         with pytest.raises(CommandRejected, match=why):
             parse_command("void_round", payload)
     with pytest.raises(CommandRejected, match="name"):
-        parse_command("a+b", b'{"operator": "x"}')
+        parse_command("a+b", body("x"))
 
 
 def test_credentials_file_must_not_be_world_readable(tmp_path: Path) -> None:
@@ -359,14 +368,14 @@ async def test_replies_go_only_under_the_tables_reply_prefix(broker: MosquittoBr
             for i, topic in enumerate(bad):
                 props = Properties(PacketTypes.PUBLISH)
                 props.ResponseTopic = topic
-                await c.publish("ts/T7/cmd/ack_alarm", json.dumps({"operator": f"v5-{i}"}), qos=1,
+                await c.publish("ts/T7/cmd/ack_alarm", body(f"v5-{i}", {"alarm_id": "1.1"}), qos=1,
                                 properties=props)
-            await c.publish("ts/T7/cmd/ack_alarm", json.dumps(  # the 3.1.1 way, in the payload
-                {"operator": "payload", "response_topic": "ts/T7/results"}), qos=1)
+            await c.publish("ts/T7/cmd/ack_alarm", body(  # the 3.1.1 way, in the payload
+                "payload", {"alarm_id": "1.1"}, response_topic="ts/T7/results"), qos=1)
             props = Properties(PacketTypes.PUBLISH)
             props.ResponseTopic = "ts/T7/reply/floor"
             props.CorrelationData = b"last"
-            await c.publish("ts/T7/cmd/ack_alarm", json.dumps({"operator": "good"}), qos=1, properties=props)
+            await c.publish("ts/T7/cmd/ack_alarm", body("good", {"alarm_id": "1.1"}), qos=1, properties=props)
             got = []
             async with asyncio.timeout(5):
                 async for m in c.messages:

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     configure(args.log_level)
-    app = App(config, install_signals=True)
+    app = App(config, install_signals=True, config_path=args.config)
     log = get_logger(component="run")
     early: list[int] = []
 

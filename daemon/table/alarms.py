@@ -44,6 +44,7 @@ class AlarmCode(StrEnum):
     ADVANTAGE_PLAY = "ADVANTAGE_PLAY"
     INTERNAL_ERROR = "INTERNAL_ERROR"
     JOURNAL_DAMAGED = "JOURNAL_DAMAGED"
+    DUPLICATE_INSTANCE = "DUPLICATE_INSTANCE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,10 @@ ALARMS: dict[AlarmCode, AlarmSpec] = {
         Severity.CRITICAL, True, False,
         "the journal failed its integrity check at start: tablesense applies no device input and settles "
         "nothing until an authorised person moves the file aside and restarts (raised by the app)"),
+    AlarmCode.DUPLICATE_INSTANCE: AlarmSpec(
+        Severity.CRITICAL, False, False,
+        "a second tablesense instance for this table (same table id, e.g. a spare controller left "
+        "running) took the MQTT session over; it stepped back to standby: stop it (raised by the app)"),
     AlarmCode.ADVANTAGE_PLAY: AlarmSpec(
         Severity.WARNING, False, False,
         "a pair wager's exact expected return for the next round is above [integrity] "

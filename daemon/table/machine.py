@@ -19,6 +19,7 @@ number), or all inputs from the start with the default ``shoe=1``.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
@@ -56,10 +57,13 @@ from tablesense.daemon.table.blackjack_deal import BlackjackRound
 from tablesense.daemon.table.game import BURN, Face, GameRound, LockedWager, Outcome
 from tablesense.daemon.table.inputs import (
     COMMAND_NAMES,
+    ROUND_BOUND_COMMANDS,
+    SHOE_BOUND_COMMANDS,
     Channel,
     Command,
     CommandReply,
     Emit,
+    InstanceConflict,
     TableStart,
     TimedInput,
 )
@@ -89,14 +93,18 @@ MAX_ARG_CHARS = 256
 _MAX_ARGS = 8
 
 COMMAND_ARGS: dict[str, tuple[str, ...]] = {
-    "void_round": ("reason",),
-    "enter_card": ("card",),
-    "new_shoe": (),
+    "void_round": ("shoe", "round", "reason"),
+    "enter_card": ("shoe", "round", "card"),
+    "new_shoe": ("shoe",),
     "ack_alarm": ("alarm_id", "alarm"),
 }
 """The arguments each command accepts (``ack_alarm``'s ``alarm`` is the old name of ``alarm_id``); any
 other argument is refused with a reason naming it (docs/state-machine.md, "Commands")."""
 _MAX_ACKABLE = 256
+
+MAX_REMEMBERED_COMMANDS = 4096
+"""Command ids whose answers the machine keeps (the newest); a command repeated within its expiry
+window (``[mqtt] command_max_age``, at most 20 commands/s) is always among them."""
 
 
 class Phase(StrEnum):
@@ -164,6 +172,8 @@ class TableMachine:
         self._pair_wagers = offered_pair_wagers(self._rules, config.wagers)
         self._advantage = AdvantageWatch(parse_threshold(config.integrity.advantage_threshold))
         self._advantage_alarms: dict[tuple[str, str | None], str] = {}
+        self._answers: OrderedDict[str, CommandReply] = OrderedDict()
+        """The first answer to each recent ``command_id`` (a repeat gets it again and changes nothing)."""
         self._start_shoe(shoe)
 
     # ------------------------------------------------------------------------------------ public API
@@ -181,6 +191,10 @@ class TableMachine:
         try:
             if isinstance(ev, TableStart):
                 self._publish_info()
+            elif isinstance(ev, InstanceConflict):
+                self._alarm(AlarmCode.DUPLICATE_INSTANCE,
+                            (ev.detail or f"another tablesense instance {ev.other} for this table "
+                             f"(client id {ev.client_id})")[:400])
             elif isinstance(ev, DeviceState):
                 self._on_device_state(ev)
             else:
@@ -195,18 +209,28 @@ class TableMachine:
     def handle_command(self, inp: TimedInput) -> tuple[CommandReply, list[Emit]]:
         """Validate and apply an operator command; return the reply and what to publish.
 
-        Commands that change a round (``void_round``, ``enter_card``) are refused once the round is
-        settled; ``new_shoe`` is refused while a round is in play (void it first).
+        A command with a ``command_id`` seen before (among the last :data:`MAX_REMEMBERED_COMMANDS`) gets
+        the first answer again and changes nothing (it is not recorded twice). A command carrying a
+        ``refusal`` (set by the daemon: expired, retained) is recorded and answered with it, not applied.
+        Round-changing commands (:data:`ROUND_BOUND_COMMANDS`) name the round they target (``shoe`` and
+        ``round`` args) and are refused for any other, naming the current one; ``new_shoe`` names the
+        shoe it ends. Commands that change a round are refused once the round is settled; ``new_shoe``
+        is refused while a round is in play (void it first). Commands without a ``command_id`` (journals
+        written before ids existed) are replayed as they were applied then, without the binding.
         """
         self._begin(inp.ts)
         cmd = inp.event
         if not isinstance(cmd, Command):
             return CommandReply(False, "not a command"), self._end()
+        first = self._answers.get(cmd.command_id) if cmd.command_id else None
+        if first is not None:
+            self._answers.move_to_end(cmd.command_id)
+            return first, self._end()
         record = self._rec()
         self._cmd = cmd
         self._cmd_logged = False
         try:
-            reply = self._command(cmd)
+            reply = CommandReply(False, cmd.refusal) if cmd.refusal else self._command(cmd)
         except Exception as exc:  # a defect must not stop the table: hold instead of guessing
             self._internal_error(exc)
             reply = CommandReply(False, "internal error: the round is held")
@@ -215,12 +239,21 @@ class TableMachine:
         if not self._cmd_logged:
             record.commands.append(self._command_record(cmd, reply))
         self._cmd = None
+        if cmd.command_id:
+            self._answers[cmd.command_id] = reply
+            while len(self._answers) > MAX_REMEMBERED_COMMANDS:
+                self._answers.popitem(last=False)
         return reply, self._end()
+
+    def answer_for(self, command_id: str) -> CommandReply | None:
+        """The first answer given to ``command_id``, if the machine still remembers it."""
+        return self._answers.get(command_id) if command_id else None
 
     def _command_record(self, cmd: Command, reply: CommandReply) -> CommandRecord:
         args = {str(k)[:MAX_ARG_CHARS]: str(v)[:MAX_ARG_CHARS] for k, v in list(cmd.args.items())[:_MAX_ARGS]}
         return CommandRecord(ts=self._ts, name=str(cmd.name)[:64], args=args,
-                             operator=str(cmd.operator)[:MAX_ARG_CHARS], ok=reply.ok, reason=reply.reason)
+                             operator=str(cmd.operator)[:MAX_ARG_CHARS], ok=reply.ok, reason=reply.reason,
+                             command_id=str(cmd.command_id)[:64])
 
     def seed_pads(self, events: Sequence[SpotChanged]) -> None:
         """Set the bet-pad state from spot changes seen before the replayed inputs (recovery): no alarm,
@@ -741,6 +774,9 @@ class TableMachine:
             allowed = ", ".join(COMMAND_ARGS[cmd.name]) or "none"
             return CommandReply(False, f"unknown argument {unknown[0][:64]!r} for {cmd.name} "
                                        f"(accepted: {allowed})")
+        binding = self._binding_refusal(cmd)
+        if binding:
+            return CommandReply(False, binding)
         if cmd.name == "void_round":
             refusal = self._round_refusal()
             if refusal:
@@ -755,6 +791,27 @@ class TableMachine:
             self._new_shoe(f"new shoe by {cmd.operator}")
             return CommandReply(True)
         return self._ack(cmd)
+
+    def _binding_refusal(self, cmd: Command) -> str:
+        """Why a command with a ``command_id`` does not target the current round (or shoe), else ``""``.
+        Commands without an id come from journals older than command ids: replayed unbound."""
+        if not cmd.command_id:
+            return ""
+        current = f"{self._shoe.number}-{self._round_no}"
+        if cmd.name in ROUND_BOUND_COMMANDS:
+            shoe, rnd = _arg_number(cmd.args.get("shoe")), _arg_number(cmd.args.get("round"))
+            if shoe is None or rnd is None:
+                return f"{cmd.name} must name its round (args shoe and round); the current round is {current}"
+            if (shoe, rnd) != (self._shoe.number, self._round_no):
+                return f"{cmd.name} names round {shoe}-{rnd}, but the current round is {current}: refused"
+        elif cmd.name in SHOE_BOUND_COMMANDS:
+            shoe = _arg_number(cmd.args.get("shoe"))
+            if shoe is None:
+                return (f"{cmd.name} must name the shoe it ends (arg shoe); "
+                        f"the current shoe is {self._shoe.number}")
+            if shoe != self._shoe.number:
+                return f"{cmd.name} names shoe {shoe}, but the current shoe is {self._shoe.number}: refused"
+        return ""
 
     def _round_refusal(self) -> str:
         if self._phase in _IN_PLAY:
@@ -819,6 +876,14 @@ class TableMachine:
         self._release(alarm_id, "acknowledged")
         self._advance()
         return CommandReply(True)
+
+
+def _arg_number(text: str | None) -> int | None:
+    """A positive decimal number argument (``"17"``), else ``None``."""
+    if text is None or not text.isascii() or not text.isdecimal() or len(text) > 16:
+        return None
+    value = int(text)
+    return value if value >= 1 else None
 
 
 def replay(config: TableConfig, inputs: Sequence[TimedInput], *,
