@@ -234,12 +234,20 @@ class IntegrityConfig(_Strict, frozen=True):
 class RoundConfig(_Strict, frozen=True):
     """When the next round starts after one is complete.
 
-    ``start = "card"`` (default): betting reopens at once and the next card out of the shoe locks the
-    next round (the first card counts as no-more-bets). ``start = "button"``: the next round opens on
-    the dealer's round-end or no-more-bets button, and a card before that is an EXTRA_CARD irregularity.
+    ``start = "card"`` (default): the next card out of the shoe locks the next round (the first card
+    counts as no-more-bets) once the completed round was cleared: the dealer's round-end button, or a
+    bet-pad change after the round completed (chips paid, collected or placed), or no wager was on
+    the round. A card before that is a mis-pull: EXTRA_CARD, held. ``start = "button"``: the next round
+    opens on the dealer's round-end or no-more-bets button only, and any card before that is an
+    EXTRA_CARD irregularity.
+
+    ``stall_seconds``: the deal watchdog: a round being dealt with no card for this long raises a
+    ``DEAL_STALLED`` alarm (it holds nothing; the next card clears it). 0 turns it off; the default,
+    300 s, leaves room for a slow baccarat squeeze.
     """
 
     start: Literal["card", "button"] = "card"
+    stall_seconds: int = 300
 
 
 class TableConfig(_Strict, frozen=True):
@@ -620,6 +628,8 @@ def _validate_misc(cfg: TableConfig) -> None:
     if cfg.journal.retention_rounds < 10:
         raise _err("journal.retention_rounds", f"{cfg.journal.retention_rounds} must be at least 10 (game "
                    "recall keeps the current round and the 9 before it)")
+    if cfg.round.stall_seconds != 0 and not 10 <= cfg.round.stall_seconds <= 86_400:
+        raise _err("round.stall_seconds", f"{cfg.round.stall_seconds} must be 0 (off) or 10 to 86400 seconds")
     b = cfg.burn
     if b.mode == "fixed" and not 1 <= b.count <= 52 * cfg.shoe_decks:
         raise _err("burn.count", f"{b.count} must be 1 to {52 * cfg.shoe_decks} with mode 'fixed'")

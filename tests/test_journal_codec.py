@@ -61,7 +61,7 @@ def test_every_input_round_trips(event: object) -> None:
 def test_every_input_type_is_known() -> None:
     assert set(input_types()) == {"CardDrawn", "CardUnreadable", "ShoeStatus", "DeviceIdentity", "Heartbeat",
                                   "DeviceError", "SpotChanged", "DealerButton", "DeviceState", "Command",
-                                  "TableStart"}
+                                  "TableStart", "RejectedInput", "Tick", "JournalOutage"}
 
 
 def test_device_and_device_seq() -> None:
