@@ -33,7 +33,7 @@ from tablesense.daemon.bounded import InputTooLarge, read_bounded
 from tablesense.daemon.rules.advantage import parse_threshold
 from tablesense.daemon.rules.errors import RulesError
 from tablesense.daemon.rules.games import GAMES, get_game
-from tablesense.daemon.rules.money import CommissionRule, RoundingMode
+from tablesense.daemon.rules.money import MAX_AMOUNT, CommissionRule, RoundingMode, max_stake, wager_odds
 from tablesense.daemon.rules.settlement import Bet, Hand
 from tablesense.daemon.topics import TABLE_ID, prefix_problem, table_problem
 from tablesense.drivers.protocols import UnknownProtocol, get_codec
@@ -67,9 +67,11 @@ MAX_CONFIG_BYTES = 1 << 20
 _ID = TABLE_ID
 """Table, seat, spot and device ids: safe inside an MQTT topic level (no ``/``, ``+``, ``#``)."""
 
-MAX_MONEY = (1 << 53) - 1
+MAX_MONEY = MAX_AMOUNT
 """The largest amount (minor units) a limit, stake or commission unit may be: 2**53 - 1, so every amount
-tablesense publishes stays exact for JSON consumers that read numbers as IEEE doubles (JavaScript)."""
+tablesense publishes stays exact for JSON consumers that read numbers as IEEE doubles (JavaScript). A
+wager's ``max`` is bounded further so that its win at its largest odds is too
+(:func:`daemon.rules.money.max_stake`)."""
 
 MAX_SESSION_EXPIRY = 0xFFFFFFFF
 """MQTT 5 Session Expiry Interval is a four-byte integer (MQTT 5.0 §3.1.2.11.2); 0xFFFFFFFF = never."""
@@ -517,6 +519,18 @@ def _validate_wagers(cfg: TableConfig, base_rules: Any) -> None:
         if w.max > MAX_MONEY:
             raise _err(f"{key}.max", f"{w.max} is above the largest amount {MAX_MONEY} (2**53 - 1 minor "
                        "units, exact in JSON consumers)")
+    try:
+        odds = wager_odds(cfg.game, game.rules(cfg.decks, cfg.paytables(), cfg.commission_rule()))
+    except RulesError as exc:
+        raise _err("wagers", str(exc)) from None
+    for name, w in cfg.wagers.items():
+        bound = max_stake([odds.get(name)])
+        if w.max > bound:
+            ratio = odds[name]
+            raise _err(f"wagers.{name}.max", f"{w.max} at the wager's largest odds ({ratio.numerator} to "
+                       f"{ratio.denominator}) pays "
+                       f"more than {MAX_MONEY} (2**53 - 1 minor units, exact in JSON consumers): at most "
+                       f"{bound}")
 
 
 def _validate_seats(cfg: TableConfig) -> None:
