@@ -151,6 +151,21 @@ _GAME_ROUNDS: dict[str, type[GameRound]] = {
     "baccarat": BaccaratRound, "ez-baccarat": BaccaratRound, "blackjack": BlackjackRound, "uth": UthRound}
 
 
+_STAKE_BOUNDS: dict[tuple[Any, ...], dict[str, int]] = {}
+
+
+def _stake_bounds(config: TableConfig, rules: Any) -> dict[str, int]:
+    """The largest stake each wager may have (the money bound, :func:`daemon.rules.money.max_stake`),
+    computed once per game, deck count and paytables (every rebuild of a machine reuses it)."""
+    key = (config.game, config.decks, tuple(sorted(config.paytables().items())))
+    bounds = _STAKE_BOUNDS.get(key)
+    if bounds is None:
+        bounds = {bet: max_stake([odds]) for bet, odds in wager_odds(config.game, rules).items()}
+        if len(_STAKE_BOUNDS) < 64:
+            _STAKE_BOUNDS[key] = bounds
+    return bounds
+
+
 def _parse_ts(ts: str) -> datetime | None:
     """An input's ISO-8601 time (``...Z``), ``None`` when it cannot be read."""
     try:
@@ -222,8 +237,7 @@ class TableMachine:
         round had no wager: a card may start the next round (``[round] start = "card"``)."""
         self._activity_ts: str | None = None
         self._stall_alarm: str | None = None
-        self._max_stake = {bet: max_stake([odds])
-                           for bet, odds in wager_odds(config.game, self._rules).items()}
+        self._max_stake = _stake_bounds(config, self._rules)
         self._start_shoe(shoe)
 
     # ------------------------------------------------------------------------------------ public API
@@ -761,8 +775,8 @@ class TableMachine:
         restarted = self._was_lost.pop(ev.device, False) and ev.seq <= 1 and self._phase not in _IN_PLAY
         gap = last is not None and ev.seq != (last + 1) % SEQ_MODULUS and not restarted  # 99999 -> 0: no gap
         is_card = isinstance(ev, CardDrawn | CardUnreadable)
-        if gap and not is_card:
-            hold = self._role(ev.device) == "shoe" and self._phase in _IN_PLAY
+        if gap and not is_card:  # frames of the shoe may have been cards: its gap holds, between rounds too
+            hold = self._role(ev.device) == "shoe"
             self._alarm(AlarmCode.SEQUENCE_GAP, f"device {ev.device}: sequence {last} then {ev.seq}",
                         device=ev.device, hold=hold)
         if isinstance(ev, CardDrawn):
@@ -800,7 +814,7 @@ class TableMachine:
             self._burn(card, device, seq)
             if gap:
                 self._alarm(AlarmCode.SEQUENCE_GAP, f"device {device}: sequence {last} then {seq} during the "
-                            "burn", device=device, hold=False)
+                            "burn", device=device)
             return
         if (self._phase is Phase.COMPLETE and self.config.round.start == "card" and not gap
                 and self._cleared):
