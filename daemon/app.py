@@ -309,6 +309,9 @@ class App:
         self._rounds_since_prune = 0
         self._clock = clock
         self._waits: dict[str, _Wait] = {}
+        self._failed: dict[str, int] = {}
+        """Per device, the number of a frame whose journaling failed: it is the frame due until the
+        device resends it (frames after it are held back like frames after a lost one)."""
         self._outage: JournalOutage | None = None
         self.refusal: str | None = None
         """Why settling is refused (the journal was damaged or cannot be replayed), ``None`` normally."""
@@ -495,7 +498,7 @@ class App:
         known = machine.session(device)
         restart = isinstance(item, DeviceIdentity) and known is not None and item.session != known
         last = machine.last_seq(device)
-        due = None if last is None else (last + 1) % SEQ_MODULUS
+        due = self._failed.get(device, None if last is None else (last + 1) % SEQ_MODULUS)
         wait = self._waits.get(device)
         if not restart and due is not None and _ahead(item.seq, due):
             if wait is None:
@@ -513,7 +516,9 @@ class App:
         ok = await self._apply(TimedInput(ts=now_iso(), event=item))
         if not ok:
             self._waits.pop(device, None)  # not acknowledged: the device resends those too
+            self._failed[device] = item.seq  # and nothing after it goes before it
             return False
+        self._failed.pop(device, None)
         acks.add(device)
         if wait is not None and not restart:
             await self._drain(device, acks)
@@ -532,6 +537,7 @@ class App:
                 continue
             if not await self._apply(TimedInput(ts=now_iso(), event=nxt)):
                 self._waits.pop(device, None)
+                self._failed[device] = nxt.seq
                 return
             machine = self.machine
         if wait is not None and not wait.held:
@@ -539,20 +545,20 @@ class App:
 
     async def _release_held(self, device: str, acks: set[str]) -> bool:
         """The awaited frame did not come: apply what was held back, in order, the first with the gap."""
+        self._failed.pop(device, None)
         wait = self._waits.pop(device, None)
         if wait is None or self.machine is None:
             return False
         log.warning("device_frames_released", device=device, frames=len(wait.held),
                     message=f"{device}: the missing frame was not resent; {len(wait.held)} frame(s) applied "
                             "with the gap (SEQUENCE_GAP)")
-        last = self.machine.last_seq(device) or 0
-        order = sorted(wait.held.values(), key=lambda e: (e.seq - last) % SEQ_MODULUS)
         applied = False
-        for ev in order:
+        for ev in list(wait.held.values()):  # in the order they came: the device sends in order
             machine = self.machine
             if machine is None or machine.is_resend(ev):
                 continue
             if not await self._apply(TimedInput(ts=now_iso(), event=ev)):
+                self._failed[device] = ev.seq
                 return applied
             applied = True
             acks.add(device)

@@ -320,8 +320,8 @@ class Intake(RuleBasedStateMachine):
 
 
 TestIntake = Intake.TestCase
-TestIntake.settings = settings(max_examples=int(os.environ.get("TABLESENSE_INTAKE_EXAMPLES", "30")),
+TestIntake.settings = settings(max_examples=int(os.environ.get("TABLESENSE_INTAKE_EXAMPLES", "100")),
                                stateful_step_count=30, deadline=None,
                                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-"""30 random runs in the suite (about half a minute); ``TABLESENSE_INTAKE_EXAMPLES=500`` for a longer
+"""100 random runs in the suite (10-20 s); ``TABLESENSE_INTAKE_EXAMPLES=500`` for a longer
 campaign (with ``-p no:timeout``)."""
