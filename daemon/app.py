@@ -309,9 +309,10 @@ class App:
         self._rounds_since_prune = 0
         self._clock = clock
         self._waits: dict[str, _Wait] = {}
-        self._failed: dict[str, int] = {}
-        """Per device, the number of a frame whose journaling failed: it is the frame due until the
-        device resends it (frames after it are held back like frames after a lost one)."""
+        self._failed: dict[str, tuple[DeviceEvent, float]] = {}
+        """Per device, a frame whose journaling failed and when: it is the frame due until the device
+        resends it (frames after it are held back like frames after a lost one), or, after
+        :data:`RESEND_WAIT`, until the app applies it itself (it was received intact)."""
         self._outage: JournalOutage | None = None
         self.refusal: str | None = None
         """Why settling is refused (the journal was damaged or cannot be replayed), ``None`` normally."""
@@ -490,15 +491,19 @@ class App:
         if isinstance(item, DeviceState):
             return await self._apply(TimedInput(ts=now_iso(), event=item))
         device = item.device
-        if machine.is_resend(item):
+        failed = self._failed.get(device)
+        known = machine.session(device)
+        # a restart's identity frame that could not be journaled yet: nothing old can be resent any more
+        restarting = (failed is not None and isinstance(failed[0], DeviceIdentity) and known is not None
+                      and failed[0].session != known)
+        if not restarting and machine.is_resend(item):
             self.dropped_resends += 1
             log.info("device_resend_dropped", device=device, seq=item.seq)
             acks.add(device)  # already journaled: AK the last number applied again (protocol §3)
             return False
-        known = machine.session(device)
         restart = isinstance(item, DeviceIdentity) and known is not None and item.session != known
         last = machine.last_seq(device)
-        due = self._failed.get(device, None if last is None else (last + 1) % SEQ_MODULUS)
+        due = failed[0].seq if failed is not None else None if last is None else (last + 1) % SEQ_MODULUS
         wait = self._waits.get(device)
         if not restart and due is not None and _ahead(item.seq, due):
             if wait is None:
@@ -516,7 +521,7 @@ class App:
         ok = await self._apply(TimedInput(ts=now_iso(), event=item))
         if not ok:
             self._waits.pop(device, None)  # not acknowledged: the device resends those too
-            self._failed[device] = item.seq  # and nothing after it goes before it
+            self._failed[device] = (item, self._clock())  # and nothing after it goes before it
             return False
         self._failed.pop(device, None)
         acks.add(device)
@@ -537,28 +542,31 @@ class App:
                 continue
             if not await self._apply(TimedInput(ts=now_iso(), event=nxt)):
                 self._waits.pop(device, None)
-                self._failed[device] = nxt.seq
+                self._failed[device] = (nxt, self._clock())
                 return
             machine = self.machine
         if wait is not None and not wait.held:
             self._waits.pop(device, None)
 
     async def _release_held(self, device: str, acks: set[str]) -> bool:
-        """The awaited frame did not come: apply what was held back, in order, the first with the gap."""
-        self._failed.pop(device, None)
+        """The awaited frame did not come: a frame whose journaling failed is applied first (it was
+        received intact), then what was held back, in the order it came; a frame still missing makes
+        the first of them carry the gap (``SEQUENCE_GAP``)."""
+        failed = self._failed.pop(device, None)
         wait = self._waits.pop(device, None)
-        if wait is None or self.machine is None:
+        frames = ([failed[0]] if failed is not None else []) + (list(wait.held.values()) if wait else [])
+        if not frames or self.machine is None:
             return False
-        log.warning("device_frames_released", device=device, frames=len(wait.held),
-                    message=f"{device}: the missing frame was not resent; {len(wait.held)} frame(s) applied "
-                            "with the gap (SEQUENCE_GAP)")
+        log.warning("device_frames_released", device=device, frames=len(frames),
+                    message=f"{device}: no resend came; {len(frames)} frame(s) applied as received"
+                            + ("" if failed is not None else ", the first with the gap (SEQUENCE_GAP)"))
         applied = False
-        for ev in list(wait.held.values()):  # in the order they came: the device sends in order
+        for ev in frames:  # in the order they came: the device sends in order
             machine = self.machine
-            if machine is None or machine.is_resend(ev):
+            if machine is None or ((failed is None or ev is not failed[0]) and machine.is_resend(ev)):
                 continue
             if not await self._apply(TimedInput(ts=now_iso(), event=ev)):
-                self._failed[device] = ev.seq
+                self._failed[device] = (ev, self._clock())  # the rest is resent by the device
                 return applied
             applied = True
             acks.add(device)
@@ -656,7 +664,8 @@ class App:
         if self.refusal is not None or self.machine is None:
             return
         now = self._clock()
-        expired = [d for d, w in self._waits.items() if w.deadline <= now]
+        expired = sorted({d for d, w in self._waits.items() if w.deadline <= now}
+                         | {d for d, (_, at) in self._failed.items() if at + RESEND_WAIT <= now})
         due = self.machine.stall_due()
         if not expired and (due is None or now_iso() < due):
             return

@@ -328,3 +328,34 @@ async def test_a_journal_outage_is_published_once_from_memory_and_journaled_when
     assert len(outage) == 1 and outage[0].failures == 3
     assert outbox_codes(app)[-1] == "INTERNAL_ERROR"
     assert equals_replay(app)
+
+
+async def test_a_frame_whose_journaling_failed_is_applied_by_the_host_when_no_resend_comes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device that does not resend (acknowledging is optional): the frame was received intact, so once
+    RESEND_WAIT has passed the host journals it itself, then what was held back behind it."""
+    clock = Clock()
+    a = make_app(tmp_path / "j", clock)
+    assert a.journal is not None
+    for f in (shoe_ident(0, "b"), ShoeStatus(SHOE, 1, ShoeStatusKind.NEW_SHOE)):
+        assert await a._process_device(f)
+    real = a.journal.append
+    calls = {"n": 0}
+
+    def full_once(inp: Any, emits: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise JournalUnwritable("disk full")
+        return real(inp, emits)
+
+    monkeypatch.setattr(a.journal, "append", full_once)
+    assert not await a._process_device(card(2, "7D"))
+    assert not await a._process_device(card(3, "9S"))  # held back behind it
+    await a._timer_step()
+    assert a.last_ack[SHOE] == 1
+    clock.now += RESEND_WAIT + 0.1
+    await a._timer_step()
+    assert [str(e.card) for e in journaled(a) if isinstance(e, CardDrawn)] == ["7D", "9S"]
+    assert a.last_ack[SHOE] == 3 and "SEQUENCE_GAP" not in outbox_codes(a)
+    assert equals_replay(a)
+    a.journal.close()
