@@ -140,6 +140,12 @@ async def test_an_input_whose_application_raises_is_journaled_as_rejected(
     assert outbox_codes(app)[-1] == "INPUT_REJECTED"
     assert equals_replay(app)  # exactly the replay of the journal: the half-change is gone
     assert app.machine is not None and app.machine.snapshot()["holds"]
+    from tablesense.daemon.journal.recall import open_for_recall
+
+    with open_for_recall(app.journal.path.parent) as reader:  # type: ignore[union-attr]
+        (current,) = reader.rounds(last=1)
+    shown = [e.detail for e in current.events if e.kind == "RejectedInput"]
+    assert shown and all("payload" not in d for d in shown)  # recall of an open round shows no card
     assert not await app._process_device(card(2, "3D"))  # its resend is recognised
     assert await app._process_device(card(3, "KS"))  # and the next frame is no gap
     assert "SEQUENCE_GAP" not in outbox_codes(app)

@@ -267,6 +267,8 @@ class RecallReader:
             inputs.append((i[1], event))
             if not isinstance(event, CardDrawn | CardUnreadable):
                 detail = msgspec.to_builtins(event)
+                if isinstance(detail, dict) and i[2] == "RejectedInput":  # may hold a face-down card
+                    detail.pop("payload", None)
                 events.append(InputRef(ts=i[1], kind=i[2], device=i[3], device_seq=i[4],
                                        detail=detail if isinstance(detail, dict) else {"value": detail}))
         refs = tuple(ref_ for ref_, _ in messages)
