@@ -735,8 +735,9 @@ class TableMachine:
             self._dev_seq[ev.device] = ev.seq
             self._remember(ev.device, ev.seq, ev.payload)
             where = f" from device {ev.device[:64]} (sequence {ev.seq})"
-        self._alarm(AlarmCode.INPUT_REJECTED, f"{ev.kind[:40]} input{where} rejected, not applied: "
-                    f"{ev.error[:160]}; it is in the journal", device=ev.device)
+        error = ev.error.split(":", 1)[0][:60]  # the exception's type only: its text might name a card
+        self._alarm(AlarmCode.INPUT_REJECTED, f"{ev.kind[:40]} input{where} rejected, not applied ({error}); "
+                    "it is in the journal", device=ev.device)
 
     def _on_tick(self) -> None:
         """The deal watchdog (:meth:`stall_due`): DEAL_STALLED once per quiet spell of a deal."""
