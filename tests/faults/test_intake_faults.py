@@ -49,6 +49,18 @@ def result(rig: Rig, scenario: str, **measured: Any) -> dict[str, Any]:
     return summary
 
 
+async def quiet(rig: Rig) -> None:
+    """Every journaled message delivered, and the journal no longer growing (a restarted daemon journals
+    its devices coming online and their status answers a moment after it is ready)."""
+    while True:
+        await rig.settled_through_journal()
+        rows = len(journal_rows(rig.journal_dir))
+        await asyncio.sleep(0.5)
+        if len(journal_rows(rig.journal_dir)) == rows:
+            await rig.settled_through_journal()
+            return
+
+
 def alarms(rig: Rig, code: str) -> list[Got]:
     """The ``raised`` messages of alarms with ``code`` (a repeat's message included)."""
     return [g for g in rig.sub.on("alarms") if g.body["code"] == code and g.body["state"] == "raised"]
@@ -75,7 +87,7 @@ async def test_power_cut_restarts_daemon_and_shoe_together(rigs: Callable[..., A
     await sim.start_shoe()  # the dealer loads a new shoe
     for _ in range(3):
         await sim.play_round()
-    await rig.settled_through_journal()
+    await quiet(rig)
     assert await rig.daemon.terminate() == 0
     restarted = alarms(rig, "DEVICE_RESTARTED")
     assert len(restarted) == 1 and restarted[0].body["held"] and restarted[0].body["device"] == "shoe"
@@ -103,7 +115,7 @@ async def test_a_shoe_repeating_one_card_300_times(rigs: Callable[..., Awaitable
     await rig.wait_ready()
     ready_s = time.monotonic() - started
     assert rig.daemon.running and rig.daemon.events("journal_damaged_settling_refused") == 0
-    await rig.settled_through_journal()
+    await quiet(rig)
     assert await rig.daemon.terminate() == 0
     repeats = alarms(rig, "CARD_NOT_IN_SHOE")
     assert len({g.body["alarm_id"] for g in repeats}) == 1
@@ -133,7 +145,7 @@ async def test_a_stalled_deal_raises_deal_stalled(rigs: Callable[..., Awaitable[
     await sim.pads_frames(sim.pads.round_end())
     await sim.pads_frames(sim.pads.clear())
     sim.rounds.append(rnd)
-    await rig.settled_through_journal()
+    await quiet(rig)
     assert any(g.body["state"] == "cleared" for g in rig.sub.on("alarms")
                if g.body["alarm_id"] == stalled["alarm_id"])
     assert await rig.daemon.terminate() == 0
@@ -160,6 +172,7 @@ async def test_a_mis_pulled_card_is_held(rigs: Callable[..., Awaitable[Rig]]) ->
     state = [g for g in rig.sub.on("round")][-1].body
     assert state["held"] and state["round"] == rnd.number and state["phase"] == "complete"
     assert len(rig.sub.on("results")) == rounds_before
+    await quiet(rig)
     assert await rig.daemon.terminate() == 0
     result(rig, "mis_pulled_card", extra_card_alarms=len(extra), held=state["held"],
            round_after=state["round"])
@@ -194,6 +207,7 @@ async def test_a_card_re_read_after_a_link_loss_holds_the_round(rigs: Callable[.
     assert len(state["cards"]) == 3  # the re-read card is in no hand
     settled_after = len(rig.sub.on("settlements"))
     assert settled_after == settled_before  # nothing more settled while the supervisor decides
+    await quiet(rig)
     assert await rig.daemon.terminate() == 0
     result(rig, "card_re_read_after_link_loss", possible_rescan_alarms=len(alarms(rig, "POSSIBLE_RESCAN")),
            held=state["held"], public_cards=len(state["cards"]),
