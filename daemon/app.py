@@ -18,12 +18,26 @@ At every start the input task first journals a :class:`~daemon.table.inputs.Tabl
 which the machine emits the retained table info (``info``: wagers, paytables, limits, seats) from the
 current config; the baccarat scoreboard is emitted by the machine after every round and at a new shoe.
 
-Crash recovery: at start the journal's inputs since the current shoe began are replayed through a fresh
+Crash recovery: at start the journal's inputs since the previous shoe began are replayed through a fresh
 machine (their emits are already in the outbox and are discarded), which rebuilds the shoe and the open
-round. Frames a device resends after the restart that the journal already holds (sequence number not
-after :meth:`Journal.last_device_seq`, within a resend window) are dropped; anything else goes to the
-machine, which raises ``SEQUENCE_GAP`` and holds the round when the device's numbers skipped (cards
-dealt while tablesense was down).
+round. An input that cannot be replayed (its application raises) does not stop the service: the app runs
+refusing to settle, as for a damaged journal, with one line naming the input.
+
+Intake (docs/protocol.md §3-5, docs/reliability.md "Card intake"): a device frame is applied and
+journaled, then acknowledged (``AK``): nothing is acknowledged before it is journaled. A frame the
+machine already applied in the device's current session (same number, same content:
+:meth:`TableMachine.is_resend`) is a resend: dropped, and the last number applied is acknowledged again.
+A frame numbered ahead of the next one due (a frame was lost on the line, or its journaling failed) is
+held back, not applied and not acknowledged, for :data:`RESEND_WAIT` seconds: a device that resends
+fills the gap in order, and the frames held back follow; a device that does not is applied with the
+gap (``SEQUENCE_GAP``, the round held), and only then acknowledged, the journal recording the loss.
+An identity frame with a new session is a device restart (``DEVICE_RESTARTED``): numbered afresh.
+
+An exception while the machine applies an input leaves the machine equal to the replay of its journal
+(it is rebuilt) and the input is journaled in full as a :class:`~daemon.table.inputs.RejectedInput`,
+which raises a critical, holding ``INPUT_REJECTED`` alarm: never silently lost. The deal watchdog (``[round]
+stall_seconds``) is a journaled :class:`~daemon.table.inputs.Tick` the app adds when the machine says one
+is due, so the pure machine raises ``DEAL_STALLED`` from replayable time.
 
 Retention: every :data:`PRUNE_EVERY_ROUNDS` completed rounds (a floor record journaled) the input task
 calls :meth:`Journal.prune` in a worker thread, after acknowledging the input that completed the round;
@@ -40,9 +54,12 @@ and a clean stop still publish ``offline``); commands are answered with the same
 0. The journal file is never modified (docs/journal.md, "Integrity").
 
 If the journal cannot be written, the input is not applied (the machine is rebuilt from the journal, so
-its state never runs ahead of what is durable), nothing unjournaled is published, and the failure is
-logged as critical and shown in the retained status (``detail``), republished at once when connected
-(:meth:`Relay.republish_status`) and again when an append succeeds; the next input tries again.
+its state never runs ahead of what is durable) nor acknowledged (the device resends it, and it is taken
+again), nothing unjournaled is published, and the failure is logged as critical and shown in the retained
+status (``detail``), republished at once when connected (:meth:`Relay.republish_status`) and again when
+an append succeeds; one critical ``INTERNAL_ERROR`` alarm per failing spell is published from memory
+(``seq`` 0, not in the journal, which just failed), and once the journal can be written again the spell
+is journaled (:class:`~daemon.table.inputs.JournalOutage`), so the journal holds it too.
 
 SIGTERM/SIGINT: the current input finishes (a transaction is never cut), links close, ``offline`` is
 published when connected, and :meth:`App.run` returns 0 within about 4 s, also while the relay is backing
@@ -90,14 +107,24 @@ from tablesense.daemon.mqtt import (
     tls_context,
 )
 from tablesense.daemon.table.alarms import ALARMS, AlarmCode
-from tablesense.daemon.table.inputs import Channel, Command, Emit, InstanceConflict, TableStart, TimedInput
-from tablesense.daemon.table.machine import TableMachine
-from tablesense.drivers.events import DeviceEvent, DeviceState, SpotChanged
+from tablesense.daemon.table.inputs import (
+    Channel,
+    Command,
+    Emit,
+    InstanceConflict,
+    JournalOutage,
+    RejectedInput,
+    TableStart,
+    Tick,
+    TimedInput,
+)
+from tablesense.daemon.table.machine import RESEND_WINDOW, InputRejected, TableMachine
+from tablesense.drivers.events import DeviceEvent, DeviceIdentity, DeviceState, SpotChanged
 from tablesense.drivers.link import DeviceLink
 from tablesense.drivers.protocols.tsref import SEQ_MODULUS
 
-__all__ = ["COMMAND_BURST", "COMMAND_RATE", "PRUNE_EVERY_ROUNDS", "STOP_SIGNALS", "App", "CommandRateLimit",
-           "StartupError", "broker_settings", "journal_key", "mqtt_settings", "now_iso"]
+__all__ = ["COMMAND_BURST", "COMMAND_RATE", "PRUNE_EVERY_ROUNDS", "RESEND_WAIT", "STOP_SIGNALS", "App",
+           "CommandRateLimit", "StartupError", "broker_settings", "journal_key", "mqtt_settings", "now_iso"]
 
 log = get_logger(component="app")
 
@@ -111,10 +138,13 @@ PRUNE_EVERY_ROUNDS = 10
 """Completed rounds between two :meth:`Journal.prune` calls (each deletes whole rounds in one
 transaction; pruning every round would only add work)."""
 
-RESEND_WINDOW = 64
-"""After a restart, a device's first frames numbered at or before the journal's last sequence number for
-it (at most this far behind) are resends of frames already journaled and are dropped, until the first
-frame that is ahead. Any other jump goes to the machine (``SEQUENCE_GAP``)."""
+RESEND_WAIT = 3.0
+"""Seconds a frame numbered ahead of the next one due is held back, waiting for the device to resend
+the missing one (protocol §3: a device resends what no ``AK`` covers within 1 s). Then the frames held
+back are applied with the gap (``SEQUENCE_GAP``)."""
+
+_TIMER_STEP = 0.25
+"""Seconds between two looks at the resend waits and the deal watchdog."""
 
 
 COMMAND_RATE = 20.0
@@ -264,9 +294,25 @@ def journal_key(config: TableConfig) -> bytes:
         raise StartupError(str(exc)) from None
 
 
-def _seq_behind(seq: int, last: int) -> bool:
-    """``seq`` is ``last`` or up to :data:`RESEND_WINDOW` frames before it (modulo the wrap)."""
-    return (last - seq) % SEQ_MODULUS < RESEND_WINDOW
+def _ahead(seq: int, due: int) -> int:
+    """How far ``seq`` is ahead of ``due`` (modulo the wrap), 0 when it is ``due`` or behind it; never
+    more than :data:`RESEND_WINDOW` (a device keeps at most that many frames to resend)."""
+    d = (seq - due) % SEQ_MODULUS
+    return d if d <= RESEND_WINDOW else 0
+
+
+class _ReplayFailed(Exception):
+    """An input of the journal cannot be replayed; ``str()`` names it (one line)."""
+
+
+class _Wait:
+    """A device's frames held back while the frame due is awaited (see :data:`RESEND_WAIT`)."""
+
+    __slots__ = ("deadline", "held")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.held: dict[int, DeviceEvent] = {}
 
 
 class _MemoryOutbox:
@@ -303,7 +349,8 @@ class App:
     def __init__(self, config: TableConfig, *, install_signals: bool = False,
                  queue_size: int = 4096, command_rate: float | None = None,
                  command_burst: int | None = None,
-                 config_path: str | os.PathLike[str] | None = None) -> None:
+                 config_path: str | os.PathLike[str] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.instance = secrets.token_hex(8)
         """This process's instance id (16 hex) in the retained status and the will (docs/mqtt.md)."""
@@ -319,7 +366,6 @@ class App:
         self.relay: Relay | None = None
         self.links: dict[str, DeviceLink] = {}
         self._stop = asyncio.Event()
-        self._resend_filter: dict[str, int] = {}
         self._commit_lock = asyncio.Lock()
         self.command_limit = CommandRateLimit(
             config.mqtt.command_rate if command_rate is None else command_rate,
@@ -333,13 +379,27 @@ class App:
         self.ready = asyncio.Event()
         self.inputs = 0
         self.dropped_resends = 0
+        """Device frames dropped as resends of frames already journaled (acknowledged again)."""
+        self.held_back = 0
+        """Device frames held back behind a missing one (:data:`RESEND_WAIT`)."""
         self.journal_failures = 0
+        self.rejected_inputs = 0
+        """Inputs whose application raised, journaled as :class:`RejectedInput`."""
+        self.last_ack: dict[str, int] = {}
+        """The last sequence number acknowledged to each device (tests, diagnostics)."""
         self.prunes = 0
         """:meth:`Journal.prune` calls made (tests)."""
         self._rounds_since_prune = 0
         self._prune_task: asyncio.Task[None] | None = None
+        self._clock = clock
+        self._waits: dict[str, _Wait] = {}
+        self._failed: dict[str, tuple[DeviceEvent, float]] = {}
+        """Per device, a frame whose journaling failed and when: it is the frame due until the device
+        resends it (frames after it are held back like frames after a lost one), or, after
+        :data:`RESEND_WAIT`, until the app applies it itself (it was received intact)."""
+        self._outage: JournalOutage | None = None
         self.refusal: str | None = None
-        """Why settling is refused (the journal was damaged at start), ``None`` when running normally."""
+        """Why settling is refused (the journal was damaged or cannot be replayed), ``None`` normally."""
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -359,16 +419,13 @@ class App:
                 self.journal.close()
                 self.journal = None
             raise StartupError(str(exc)) from None
-        except JournalDamaged as exc:
+        except (JournalDamaged, _ReplayFailed) as exc:
             if self.journal is not None:
                 self.journal.close()
                 self.journal = None
-            self._open_refusing(settings, tls, str(exc))
+            what = "journal damaged" if isinstance(exc, JournalDamaged) else "journal cannot be replayed"
+            self._open_refusing(settings, tls, f"{what}: settling refused: {exc}")
             return
-        for name in cfg.devices:
-            last = self.journal.last_device_seq(name)
-            if last is not None:
-                self._resend_filter[name] = last
         self.relay = Relay(settings, self.journal, self._status_payload, on_command=self._on_command, tls=tls,
                            instance=self.instance, epoch=self.journal.epoch,
                            on_duplicate=self._on_duplicate)
@@ -377,11 +434,12 @@ class App:
         log.info("daemon_opened", game=cfg.game, journal=str(self.journal.path), devices=list(cfg.devices),
                  broker=f"{settings.host}:{settings.port}", pending=self.journal.pending_count())
 
-    def _open_refusing(self, settings: MqttSettings, tls: ssl.SSLContext | None, reason: str) -> None:
-        """Refusing mode (damaged journal): a relay over an in-memory outbox holding the alarm, no links."""
-        self.refusal = f"journal damaged: settling refused: {reason}"
+    def _open_refusing(self, settings: MqttSettings, tls: ssl.SSLContext | None, refusal: str) -> None:
+        """Refusing mode (damaged journal, or one that cannot be replayed): a relay over an in-memory
+        outbox holding the alarm, no links."""
+        self.refusal = refusal
         self._status_detail = self.refusal
-        log.critical("journal_damaged_settling_refused", error=reason,
+        log.critical("journal_damaged_settling_refused", error=refusal,
                      message=f"{self.config.table}: {self.refusal}; no device input is applied until an "
                              "authorised person moves the journal file aside and restarts tablesense")
         table = self.config.table
@@ -402,7 +460,8 @@ class App:
 
         The journal's recipe (:meth:`Journal.replay_inputs`): the machine at ``journal.replay_shoe``, its
         bet pads seeded with :meth:`Journal.pads_before_replay`, then every input since the start of
-        the previous shoe.
+        the previous shoe. Raises :class:`_ReplayFailed` (one line naming the input) when applying a
+        journaled input raises, :class:`JournalDamaged` when a row cannot be read.
         """
         assert self.journal is not None
         shoe = self.journal.replay_shoe
@@ -411,10 +470,14 @@ class App:
                            if isinstance(inp.event, SpotChanged)])
         replayed = 0
         for inp in self.journal.replay_inputs():
-            if isinstance(inp.event, Command):
-                machine.handle_command(inp)
-            else:
-                machine.handle(inp)
+            try:
+                if isinstance(inp.event, Command):
+                    machine.handle_command(inp)
+                else:
+                    machine.handle(inp)
+            except InputRejected as exc:
+                raise _ReplayFailed(f"input {replayed + 1} of the replay ({type(inp.event).__name__} of "
+                                    f"{inp.ts[:40]}) raised {exc}") from None
             replayed += 1
         if replayed:
             log.info("journal_replayed", inputs=replayed, shoe=shoe)
@@ -431,9 +494,10 @@ class App:
                 loop.add_signal_handler(sig, self.stop)
         relay_task = asyncio.create_task(self.relay.run(), name="relay")
         input_task = asyncio.create_task(self._inputs(), name="inputs")
+        timer_task = asyncio.create_task(self._timers(), name="timers")
         link_tasks = [asyncio.create_task(link.run(), name=f"link-{name}")
                       for name, link in self.links.items()]  # none while refusing
-        self._tasks = [relay_task, input_task, *link_tasks]
+        self._tasks = [relay_task, input_task, timer_task, *link_tasks]
         watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
         self.relay.notify()  # rows left undelivered by a previous run
         self.ready.set()
@@ -447,7 +511,8 @@ class App:
             log.info("daemon_stopping")
             async with self._commit_lock:  # the input being journaled finishes its transaction first
                 input_task.cancel()  # and before the links: their final "stopped" is not a device loss
-                await asyncio.gather(input_task, return_exceptions=True)
+                timer_task.cancel()
+                await asyncio.gather(input_task, timer_task, return_exceptions=True)
             for t in link_tasks:
                 t.cancel()
             await asyncio.gather(*link_tasks, return_exceptions=True)
@@ -480,15 +545,9 @@ class App:
         while True:
             item = await self.queue.get()
             try:
-                ok = await self._process_device(item)
-            except Exception:  # a machine bug must not stop the table: log it, keep reading
-                log.exception("input_failed", input=repr(item))
-                continue
-            seq = getattr(item, "seq", None)
-            if ok and isinstance(seq, int) and not isinstance(item, DeviceState):
-                link = self.links.get(item.device)
-                if link is not None:
-                    await link.ack(seq)
+                await self._process_device(item)
+            except Exception:  # a defect must not stop the table: log it, keep reading
+                log.exception("input_failed", input=repr(item)[:200])
             await self._prune_if_due()
 
     async def _announce(self) -> None:
@@ -496,37 +555,180 @@ class App:
         table info (wagers, paytables, limits, seats) from this run's config, published like any message.
         Not counted in :attr:`inputs` (no device input or command)."""
         async with self._commit_lock:
-            assert self.machine is not None
-            inp = TimedInput(ts=now_iso(), event=TableStart())
-            await self._journal(inp, self.machine.handle(inp), counted=False)
+            await self._apply(TimedInput(ts=now_iso(), event=TableStart()), counted=False)
 
     async def _process_device(self, item: DeviceEvent | DeviceState) -> bool:
-        """Apply one device item; ``False`` when it was dropped or could not be journaled."""
-        if not isinstance(item, DeviceState):
-            last = self._resend_filter.get(item.device)
-            if last is not None:
-                if _seq_behind(item.seq, last):
-                    self.dropped_resends += 1
-                    log.info("device_resend_dropped", device=item.device, seq=item.seq, last=last)
-                    link = self.links.get(item.device)
-                    if link is not None:  # already journaled: AK the last number accepted (protocol §3)
-                        await link.ack(last)
-                    return False
-                del self._resend_filter[item.device]
+        """Take one device item through intake (module doc): ``True`` when it (or frames it released) was
+        applied and journaled, ``False`` when it was a resend, held back, refused or not journaled. The
+        acknowledgements are sent after the commit lock is released."""
+        if self.refusal is not None or self.machine is None:
+            return False
         self._devices_waiting += 1
         try:
             await self._commit_lock.acquire()
         finally:
             self._devices_waiting -= 1
+        acks: set[str] = set()
         try:
-            inp = TimedInput(ts=now_iso(), event=item)
-            if not self._encodable(inp):
-                return False
-            assert self.machine is not None
-            emits = self.machine.handle(inp)
-            return await self._journal(inp, emits)
+            ok = await self._intake(item, acks)
         finally:
             self._commit_lock.release()
+        await self._send_acks(acks)
+        return ok
+
+    async def _intake(self, item: DeviceEvent | DeviceState, acks: set[str]) -> bool:
+        """Under the commit lock: resend, restart, order and hold-back rules, then apply."""
+        machine = self.machine
+        if machine is None or self.refusal is not None:
+            return False
+        if isinstance(item, DeviceState):
+            return await self._apply(TimedInput(ts=now_iso(), event=item))
+        device = item.device
+        failed = self._failed.get(device)
+        known = machine.session(device)
+        # a restart's identity frame that could not be journaled yet: nothing old can be resent any more
+        restarting = (failed is not None and isinstance(failed[0], DeviceIdentity) and known is not None
+                      and failed[0].session != known)
+        if not restarting and machine.is_resend(item):
+            self.dropped_resends += 1
+            log.info("device_resend_dropped", device=device, seq=item.seq)
+            acks.add(device)  # already journaled: AK the last number applied again (protocol §3)
+            return False
+        restart = isinstance(item, DeviceIdentity) and known is not None and item.session != known
+        last = machine.last_seq(device)
+        due = failed[0].seq if failed is not None else None if last is None else (last + 1) % SEQ_MODULUS
+        wait = self._waits.get(device)
+        if not restart and due is not None and _ahead(item.seq, due):
+            if wait is None:
+                wait = self._waits[device] = _Wait(self._clock() + RESEND_WAIT)
+                log.warning("device_frames_held_back", device=device, due=due, got=item.seq,
+                            message=f"{device}: frame {due} missing, {item.seq} held back until the device "
+                                    f"resends it (at most {RESEND_WAIT:g} s)")
+            wait.held[item.seq] = item
+            self.held_back += 1
+            if len(wait.held) < RESEND_WINDOW:
+                return False
+            return await self._release_held(device, acks)  # as many as a device can resend: no use waiting
+        if restart:
+            self._waits.pop(device, None)  # a restarted device resends nothing of its old session
+        ok = await self._apply(TimedInput(ts=now_iso(), event=item))
+        if not ok:
+            self._waits.pop(device, None)  # not acknowledged: the device resends those too
+            self._failed[device] = (item, self._clock())  # and nothing after it goes before it
+            return False
+        self._failed.pop(device, None)
+        acks.add(device)
+        if wait is not None and not restart:
+            await self._drain(device, acks)
+        return True
+
+    async def _drain(self, device: str, acks: set[str]) -> None:
+        """Apply the frames held back for ``device`` that are now due, in order."""
+        wait = self._waits.get(device)
+        machine = self.machine
+        while wait is not None and machine is not None:
+            last = machine.last_seq(device)
+            nxt = wait.held.pop((last + 1) % SEQ_MODULUS, None) if last is not None else None
+            if nxt is None:
+                break
+            if machine.is_resend(nxt):
+                continue
+            if not await self._apply(TimedInput(ts=now_iso(), event=nxt)):
+                self._waits.pop(device, None)
+                self._failed[device] = (nxt, self._clock())
+                return
+            machine = self.machine
+        if wait is not None and not wait.held:
+            self._waits.pop(device, None)
+
+    async def _release_held(self, device: str, acks: set[str]) -> bool:
+        """The awaited frame did not come: a frame whose journaling failed is applied first (it was
+        received intact), then what was held back, in the order it came; a frame still missing makes
+        the first of them carry the gap (``SEQUENCE_GAP``)."""
+        failed = self._failed.pop(device, None)
+        wait = self._waits.pop(device, None)
+        frames = ([failed[0]] if failed is not None else []) + (list(wait.held.values()) if wait else [])
+        if not frames or self.machine is None:
+            return False
+        log.warning("device_frames_released", device=device, frames=len(frames),
+                    message=f"{device}: no resend came; {len(frames)} frame(s) applied as received"
+                            + ("" if failed is not None else ", the first with the gap (SEQUENCE_GAP)"))
+        applied = False
+        for ev in frames:  # in the order they came: the device sends in order
+            machine = self.machine
+            if machine is None or ((failed is None or ev is not failed[0]) and machine.is_resend(ev)):
+                continue
+            if not await self._apply(TimedInput(ts=now_iso(), event=ev)):
+                self._failed[device] = (ev, self._clock())  # the rest is resent by the device
+                return applied
+            applied = True
+            acks.add(device)
+        return applied
+
+    async def _send_acks(self, devices: Iterable[str]) -> None:
+        """Acknowledge to each device the last frame of it that is journaled (cumulative ``AK``)."""
+        for device in devices:
+            seq = self.machine.last_seq(device) if self.machine is not None else None
+            if seq is None:
+                continue
+            self.last_ack[device] = seq
+            link = self.links.get(device)
+            if link is not None:
+                await link.ack(seq)
+
+    async def _apply(self, inp: TimedInput, *, counted: bool = True) -> bool:
+        """Under the commit lock: apply one input to the machine and journal it with its emits (the
+        input's row is encoded first, so a row that cannot be written never changes the machine). When
+        the machine raises, the input is journaled as a :class:`RejectedInput` instead. ``True`` when
+        journaled (the input or its rejection)."""
+        if not self._encodable(inp):
+            return False
+        assert self.machine is not None
+        try:
+            emits = self.machine.handle(inp)
+        except InputRejected as exc:
+            return await self._reject(inp, str(exc))
+        return await self._journal(inp, emits, counted=counted)
+
+    async def _reject(self, inp: TimedInput, error: str) -> bool:
+        """The machine raised applying ``inp``: rebuild it from the journal (so it equals the journal's
+        replay again) and journal the input in full as a :class:`RejectedInput`, whose ``INPUT_REJECTED``
+        alarm holds the round. ``True`` when the rejection is journaled."""
+        self.rejected_inputs += 1
+        kind, payload = encode_event(inp.event)
+        device = getattr(inp.event, "device", None)
+        seq = getattr(inp.event, "seq", None)
+        log.critical("input_rejected", input=kind, device=device, seq=seq, error=error,
+                     message=f"{self.config.table}: applying a {kind} input raised {error}: journaled as "
+                             "rejected, round held (INPUT_REJECTED)")
+        rejected = TimedInput(ts=inp.ts, event=RejectedInput(
+            kind=kind, payload=payload.decode(), error=error[:300],
+            device=device if isinstance(device, str) else None,
+            seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else None))
+        try:
+            self.machine = self._rebuilt_machine()
+            emits = self.machine.handle(rejected)
+        except (_ReplayFailed, InputRejected, JournalDamaged) as exc:
+            self._refuse_now(f"the machine cannot be rebuilt from its journal: {exc}")
+            return False
+        return await self._journal(rejected, emits)
+
+    def _refuse_now(self, reason: str) -> None:
+        """The running machine can no longer be trusted to equal its journal: stop applying inputs (none
+        is acknowledged, so the devices keep their frames) and refuse to settle, as at start."""
+        if self.refusal is not None:
+            return
+        self.refusal = f"settling refused: {reason}"[:400]
+        self._status_detail = self.refusal
+        log.critical("settling_refused", error=reason,
+                     message=f"{self.config.table}: {self.refusal}; restart tablesense (the journal is kept)")
+        if self.relay is not None:
+            self.relay.republish_status()
+            table = self.config.table
+            self.relay.publish_alarm(encode_message(AlarmMessage(
+                table=table, ts=now_iso(), msg_id=f"{table}-{secrets.token_hex(4)}-refusing",
+                alarm_id="journal", code=AlarmCode.INPUT_REJECTED.value,
+                severity=ALARMS[AlarmCode.INPUT_REJECTED].severity.value, text=self.refusal, held=True)))
 
     def _encodable(self, inp: TimedInput) -> bool:
         """The input's journal row can be encoded (checked BEFORE the machine sees it, so a row that
@@ -538,6 +740,37 @@ class App:
                          input=type(inp.event).__name__)
             return False
         return True
+
+    # -- timers ---------------------------------------------------------------------------------------
+    async def _timers(self) -> None:
+        """Every :data:`_TIMER_STEP` seconds: release frames held back too long, and journal a
+        :class:`Tick` when the machine's deal watchdog is due (:meth:`TableMachine.stall_due`)."""
+        while True:
+            await asyncio.sleep(_TIMER_STEP)
+            try:
+                await self._timer_step()
+            except Exception:  # a defect must not stop the timers
+                log.exception("timer_failed")
+
+    async def _timer_step(self) -> None:
+        """One look at the resend waits and the deal watchdog (also called by tests)."""
+        if self.refusal is not None or self.machine is None:
+            return
+        now = self._clock()
+        expired = sorted({d for d, w in self._waits.items() if w.deadline <= now}
+                         | {d for d, (_, at) in self._failed.items() if at + RESEND_WAIT <= now})
+        due = self.machine.stall_due()
+        if not expired and (due is None or now_iso() < due):
+            return
+        acks: set[str] = set()
+        async with self._commit_lock:
+            for device in expired:
+                await self._release_held(device, acks)
+            machine = self.machine
+            due = machine.stall_due() if machine is not None and self.refusal is None else None
+            if due is not None and now_iso() >= due:
+                await self._apply(TimedInput(ts=now_iso(), event=Tick()), counted=False)
+        await self._send_acks(acks)
 
     async def _lock_after_devices(self) -> None:
         """Take ``_commit_lock`` for a command, letting device inputs already queued or waiting for the
@@ -561,7 +794,10 @@ class App:
         (the machine keeps them, rebuilt from the journal after a restart); one refused here (retained,
         expired, from the future: :meth:`_command_refusal`) is journaled with its refusal and not
         applied. A command whose journal row cannot be encoded or written is not applied (the machine is
-        rebuilt from the journal when the failure comes after the machine ran)."""
+        rebuilt from the journal when the failure comes after the machine ran); one whose application
+        raises is journaled as rejected (``INPUT_REJECTED``)."""
+        if self.refusal is not None:
+            return False, self.refusal
         if not self.command_limit.take():
             return False, f"rate limited (at most {self.command_limit.rate:g} commands/s)"
         if request.name == "replay":
@@ -572,6 +808,8 @@ class App:
             request.issued_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
         await self._lock_after_devices()
         try:
+            if self.refusal is not None:
+                return False, self.refusal
             assert self.machine is not None
             seen = self.machine.answer_for(request.command_id) is not None
             refusal = "" if seen else self._command_refusal(request)
@@ -579,7 +817,12 @@ class App:
                                                          request.command_id, issued, refusal))
             if not self._encodable(inp):
                 return False, "command cannot be journaled (not valid text): not applied"
-            reply, emits = self.machine.handle_command(inp)
+            try:
+                reply, emits = self.machine.handle_command(inp)
+            except InputRejected as exc:
+                if await self._reject(inp, str(exc)):
+                    return False, f"internal error: command rejected and journaled, round held ({exc})"[:400]
+                return False, "internal error: command not applied"
             if not await self._journal(inp, emits):
                 return False, "journal failure: command not applied"
         finally:
@@ -730,22 +973,16 @@ class App:
         try:
             await asyncio.to_thread(self.journal.append, inp, emits)
         except Exception as exc:  # any failure of the journaling step: the input was not journaled
-            self.journal_failures += 1
-            error = f"{type(exc).__name__}: {str(exc)[:200]}"
-            if isinstance(exc, JournalUnwritable | JournalDamaged):
-                error = str(exc)
-            log.critical("journal_append_failed", error=error, input=type(inp.event).__name__)
-            detail = f"journal failure, settling stopped: {error}"
-            if detail != self._status_detail:
-                self._status_detail = detail
-                self.relay.republish_status()  # the floor learns it now, not at the next reconnect
-            self._publish_journal_alarm(inp, error)
-            try:  # never let the machine run ahead of what is durable
-                self.machine = self._rebuilt_machine()
-            except Exception as exc2:
-                log.critical("journal_replay_failed", error=f"{type(exc2).__name__}: {exc2}")
+            self._journal_failed(inp, exc)
             return False
-        if self._status_detail:
+        self._journaled(emits, counted)
+        if self._outage is not None and not isinstance(inp.event, JournalOutage):
+            await self._record_outage()
+        return True
+
+    def _journaled(self, emits: list[Emit], counted: bool) -> None:
+        assert self.relay is not None
+        if self._status_detail and self.refusal is None:
             self._status_detail = ""
             log.warning("journal_writable_again")
             self.relay.republish_status()
@@ -757,11 +994,50 @@ class App:
                 bind_round(shoe, rnd)
                 break
         self.relay.notify()
-        return True
+
+    def _journal_failed(self, inp: TimedInput, exc: Exception) -> None:
+        """An append failed: log it, show it in the status, tell the floor once per failing spell, and
+        rebuild the machine from the journal (it never runs ahead of what is durable)."""
+        assert self.relay is not None
+        self.journal_failures += 1
+        error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        if isinstance(exc, JournalUnwritable | JournalDamaged):
+            error = str(exc)
+        log.critical("journal_append_failed", error=error, input=type(inp.event).__name__)
+        detail = f"journal failure, settling stopped: {error}"
+        if detail != self._status_detail and self.refusal is None:
+            self._status_detail = detail
+            self.relay.republish_status()  # the floor learns it now, not at the next reconnect
+        if self._outage is None:
+            self._outage = JournalOutage(since=inp.ts, failures=1, error=error[:300])
+            self._publish_journal_alarm(inp, error)
+        else:
+            self._outage = JournalOutage(self._outage.since, self._outage.failures + 1, self._outage.error)
+        try:  # never let the machine run ahead of what is durable
+            self.machine = self._rebuilt_machine()
+        except Exception as exc2:
+            log.critical("journal_replay_failed", error=f"{type(exc2).__name__}: {exc2}")
+            self._refuse_now(f"the machine cannot be rebuilt from its journal: {exc2}")
+
+    async def _record_outage(self) -> None:
+        """The journal works again after a failing spell: journal the spell (``INTERNAL_ERROR``, holding
+        nothing), so the journal itself holds what the floor was told from memory."""
+        outage, self._outage = self._outage, None
+        if outage is None or self.machine is None:
+            return
+        inp = TimedInput(ts=now_iso(), event=outage)
+        try:
+            emits = self.machine.handle(inp)
+        except InputRejected as exc:
+            await self._reject(inp, str(exc))
+            return
+        if not await self._journal(inp, emits, counted=False):
+            self._outage = outage  # still failing: keep it for the next success
 
     def _publish_journal_alarm(self, inp: TimedInput, error: str) -> None:
         """A critical ``INTERNAL_ERROR`` alarm, published from memory (it cannot go through the journal
-        that just failed): the input was not applied and the machine is rebuilt from the journal."""
+        that just failed): the input was not applied and the machine is rebuilt from the journal. Once
+        per failing spell; the spell is journaled when the journal works again (:class:`JournalOutage`)."""
         assert self.relay is not None
         table = self.config.table
         alarm = AlarmMessage(

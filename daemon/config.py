@@ -33,7 +33,7 @@ from tablesense.daemon.bounded import InputTooLarge, read_bounded
 from tablesense.daemon.rules.advantage import parse_threshold
 from tablesense.daemon.rules.errors import RulesError
 from tablesense.daemon.rules.games import GAMES, get_game
-from tablesense.daemon.rules.money import CommissionRule, RoundingMode
+from tablesense.daemon.rules.money import MAX_AMOUNT, CommissionRule, RoundingMode, max_stake, wager_odds
 from tablesense.daemon.rules.settlement import Bet, Hand
 from tablesense.daemon.topics import TABLE_ID, prefix_problem, table_problem
 from tablesense.drivers.protocols import UnknownProtocol, get_codec
@@ -68,9 +68,11 @@ MAX_CONFIG_BYTES = 1 << 20
 _ID = TABLE_ID
 """Table, seat, spot and device ids: safe inside an MQTT topic level (no ``/``, ``+``, ``#``)."""
 
-MAX_MONEY = (1 << 53) - 1
+MAX_MONEY = MAX_AMOUNT
 """The largest amount (minor units) a limit, stake or commission unit may be: 2**53 - 1, so every amount
-tablesense publishes stays exact for JSON consumers that read numbers as IEEE doubles (JavaScript)."""
+tablesense publishes stays exact for JSON consumers that read numbers as IEEE doubles (JavaScript). A
+wager's ``max`` is bounded further so that its win at its largest odds is too
+(:func:`daemon.rules.money.max_stake`)."""
 
 MAX_SESSION_EXPIRY = 0xFFFFFFFF
 """MQTT 5 Session Expiry Interval is a four-byte integer (MQTT 5.0 §3.1.2.11.2); 0xFFFFFFFF = never."""
@@ -272,12 +274,20 @@ class IntegrityConfig(_Strict, frozen=True):
 class RoundConfig(_Strict, frozen=True):
     """When the next round starts after one is complete.
 
-    ``start = "card"`` (default): betting reopens at once and the next card out of the shoe locks the
-    next round (the first card counts as no-more-bets). ``start = "button"``: the next round opens on
-    the dealer's round-end or no-more-bets button, and a card before that is an EXTRA_CARD irregularity.
+    ``start = "card"`` (default): the next card out of the shoe locks the next round (the first card
+    counts as no-more-bets) once the completed round was cleared: the dealer's round-end button, or a
+    bet-pad change after the round completed (chips paid, collected or placed), or no wager was on
+    the round. A card before that is a mis-pull: EXTRA_CARD, held. ``start = "button"``: the next round
+    opens on the dealer's round-end or no-more-bets button only, and any card before that is an
+    EXTRA_CARD irregularity.
+
+    ``stall_seconds``: the deal watchdog: a round being dealt with no card for this long raises a
+    ``DEAL_STALLED`` alarm (it holds nothing; the next card clears it). 0 turns it off; the default,
+    300 s, leaves room for a slow baccarat squeeze.
     """
 
     start: Literal["card", "button"] = "card"
+    stall_seconds: int = 300
 
 
 class TableConfig(_Strict, frozen=True):
@@ -547,6 +557,18 @@ def _validate_wagers(cfg: TableConfig, base_rules: Any) -> None:
         if w.max > MAX_MONEY:
             raise _err(f"{key}.max", f"{w.max} is above the largest amount {MAX_MONEY} (2**53 - 1 minor "
                        "units, exact in JSON consumers)")
+    try:
+        odds = wager_odds(cfg.game, game.rules(cfg.decks, cfg.paytables(), cfg.commission_rule()))
+    except RulesError as exc:
+        raise _err("wagers", str(exc)) from None
+    for name, w in cfg.wagers.items():
+        bound = max_stake([odds.get(name)])
+        if w.max > bound:
+            ratio = odds[name]
+            raise _err(f"wagers.{name}.max", f"{w.max} at the wager's largest odds ({ratio.numerator} to "
+                       f"{ratio.denominator}) pays "
+                       f"more than {MAX_MONEY} (2**53 - 1 minor units, exact in JSON consumers): at most "
+                       f"{bound}")
 
 
 def _validate_seats(cfg: TableConfig) -> None:
@@ -668,6 +690,8 @@ def _validate_misc(cfg: TableConfig) -> None:
     if cfg.journal.retention_rounds < 10:
         raise _err("journal.retention_rounds", f"{cfg.journal.retention_rounds} must be at least 10 (game "
                    "recall keeps the current round and the 9 before it)")
+    if cfg.round.stall_seconds != 0 and not 10 <= cfg.round.stall_seconds <= 86_400:
+        raise _err("round.stall_seconds", f"{cfg.round.stall_seconds} must be 0 (off) or 10 to 86400 seconds")
     b = cfg.burn
     if b.mode == "fixed" and not 1 <= b.count <= 52 * cfg.shoe_decks:
         raise _err("burn.count", f"{b.count} must be 1 to {52 * cfg.shoe_decks} with mode 'fixed'")

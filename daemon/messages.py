@@ -179,6 +179,7 @@ class AlarmRecord(msgspec.Struct, kw_only=True, frozen=True):
     seat: str | None = None
     spot: str | None = None
     device: str | None = None
+    count: int = 1
 
 
 class SpotChangeRecord(msgspec.Struct, kw_only=True, frozen=True):
@@ -358,6 +359,9 @@ class AlarmMessage(Message, frozen=True, tag="tablesense.alarm"):
         text: one line for people; never names a face-down card.
         state: ``raised``, ``acknowledged`` or ``cleared``.
         held: the round is held because of this alarm.
+        count: how many times this irregularity happened on this round (repeats are coalesced into
+            the open alarm: its ``raised`` message is sent again at counts 2, 4, 8, ..., and the
+            final count is in its ``acknowledged``/``cleared`` message).
     """
 
     alarm_id: str
@@ -369,6 +373,7 @@ class AlarmMessage(Message, frozen=True, tag="tablesense.alarm"):
     seat: str | None = None
     spot: str | None = None
     device: str | None = None
+    count: int = 1
 
 
 class DeviceStatus(Message, frozen=True, tag="tablesense.device"):

@@ -74,7 +74,14 @@ class ShoeStatus:
 
 @dataclass(frozen=True, slots=True)
 class DeviceIdentity:
-    """The device announced itself."""
+    """The device announced itself (at power-up, as the first frame of a session, and in answer to a
+    status request).
+
+    ``session`` tells one power-up of the device from the next (tsref 2: a boot counter or a random
+    nonce, 1-16 of ``A-Z a-z 0-9 _ . -``; docs/protocol.md §4): a different session means the device
+    restarted and numbers its frames afresh, so its frames are never resends of the old session's.
+    ``""`` when the device does not send one (tsref 1).
+    """
 
     device: str
     seq: int
@@ -82,6 +89,7 @@ class DeviceIdentity:
     model: str
     firmware: str
     serial: str
+    session: str = ""
 
 
 @dataclass(frozen=True, slots=True)

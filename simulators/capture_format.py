@@ -241,8 +241,9 @@ def event_line(event: DeviceEvent) -> str:
             return head
         case ShoeStatus(kind=kind, card=card):
             return f"{head} kind={kind.value}" + (f" card={card}" if card is not None else "")
-        case DeviceIdentity(vendor=v, model=m, firmware=f, serial=s):
-            return f"{head} vendor={v!r} model={m!r} firmware={f!r} serial={s!r}"
+        case DeviceIdentity(vendor=v, model=m, firmware=f, serial=s, session=session):
+            return (f"{head} vendor={v!r} model={m!r} firmware={f!r} serial={s!r}"
+                    + (f" session={session}" if session else ""))
         case Heartbeat():
             return head
         case DeviceError(code=code, text=text):

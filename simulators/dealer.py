@@ -117,22 +117,25 @@ class SimTable:
 
     ``seed``: shuffles and wagers. ``cards``: a scripted card sequence instead of shuffled shoes (no burn,
     no cut card). ``pace``: seconds per card (0: as fast as the daemon acknowledges). ``ack_timeout``:
-    seconds to wait for the daemon's acknowledgement before raising ``TimeoutError``.
+    seconds to wait for the daemon's acknowledgement before raising ``TimeoutError`` (``None``: wait for
+    ever; the devices resend unacknowledged frames every second, so a daemon that crashed and was
+    restarted takes them). ``on_wait(device, seq, seconds)``: called every 30 s of waiting.
     ``on_card(seq, t)``: called after each card frame is written (``t``: ``loop.time()``), for latency.
     ``links``: role (``shoe``, ``pads``) -> pty symlink path, instead of ``directory/<role>`` (used by
     ``tablesense simulate table``, which puts the devices where the table config's urls point).
     """
 
     def __init__(self, config: TableConfig, directory: str | Path, *, seed: int = 1,
-                 cards: Iterable[Card | str] | None = None, pace: float = 0.0, ack_timeout: float = 30.0,
-                 cut_card_at: int | None = None, on_card: Any = None,
-                 links: Mapping[str, str | Path] | None = None) -> None:
+                 cards: Iterable[Card | str] | None = None, pace: float = 0.0,
+                 ack_timeout: float | None = 30.0, cut_card_at: int | None = None, on_card: Any = None,
+                 links: Mapping[str, str | Path] | None = None, on_wait: Any = None) -> None:
         self.config = config
         self.directory = Path(directory)
         self.rng = random.Random(seed)
         self.pace = pace
         self.ack_timeout = ack_timeout
         self.on_card = on_card
+        self.on_wait = on_wait
         scripted = cards is not None
         if scripted:
             self.shoe = VirtualShoe(config.shoe_decks, cards=cards, burn=None, cut_card_at=None)
@@ -187,9 +190,21 @@ class SimTable:
             return
         last = (device.next_seq - 1) % 100_000
         await runner.send(frames)
+        await self._wait_acked(runner, last)
+
+    async def _wait_acked(self, runner: SimulatorRunner, seq: int) -> None:
+        """Wait until an acknowledgement covers frame ``seq`` (the devices resend meanwhile, so a daemon
+        that crashed and restarted gets it again). ``TimeoutError`` after :attr:`ack_timeout` seconds;
+        with ``ack_timeout=None`` it waits for ever, calling :attr:`on_wait` every 30 s."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        warned = start
         async with asyncio.timeout(self.ack_timeout):
-            while last not in device.acked[-64:]:
-                await asyncio.sleep(0.0005)
+            while not runner.acked(seq):
+                await asyncio.sleep(0.0005 if loop.time() - start < 0.05 else 0.005)
+                if self.on_wait is not None and loop.time() - warned >= 30.0:
+                    warned = loop.time()
+                    self.on_wait(runner.device.device, seq, loop.time() - start)
 
     async def shoe_frames(self, frames: bytes) -> None:
         """Send shoe frames and wait for the daemon's acknowledgement of the last."""
@@ -198,6 +213,12 @@ class SimTable:
     async def pads_frames(self, frames: bytes) -> None:
         """Send pad frames and wait for the daemon's acknowledgement of the last."""
         await self._send(self.pads_runner, self.pads, frames)
+
+    async def power_cycle(self, role: str, session: str | None = None) -> None:
+        """Restart the ``shoe`` or the ``pads`` (a power cut): a new session, numbering from 0, the
+        frames it had not had acknowledged lost; it sends its power-up identity frame."""
+        runner = {"shoe": self.shoe_runner, "pads": self.pads_runner}[role]
+        await runner.power_cycle(session)
 
     async def start_shoe(self) -> None:
         """Identity (first time), a new shoe and its burn."""
@@ -219,9 +240,7 @@ class SimTable:
         await self.shoe_runner.send(frames)
         if self.on_card is not None:
             self.on_card(seq, loop.time())
-        async with asyncio.timeout(self.ack_timeout):
-            while last not in self.shoe.acked[-64:]:
-                await asyncio.sleep(0.0005)
+        await self._wait_acked(self.shoe_runner, last)
         rnd.cards.append((position, card))
         rnd.card_seqs.append(seq)
         if self.pace:

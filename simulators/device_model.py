@@ -8,6 +8,7 @@ write them out. Frames are encoded with the same codec module the daemon decodes
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 
 from tablesense.drivers.events import DeviceError, DeviceEvent, DeviceIdentity, Heartbeat
@@ -24,19 +25,24 @@ class VirtualDevice:
             not on the wire).
         vendor, model, firmware, serial: what the identity frame (``$ID``) announces.
         start_seq: sequence number of the first frame, 0..99999 (numbers wrap after 99999).
+        session: the device session its identity frame announces (docs/protocol.md §4): a random
+            8-hex-digit nonce drawn at each power-up unless given (tests pass a fixed one).
 
     Attributes:
         history: every event this device sent, in order, as the daemon should decode it (retransmitted
             frames are not repeated here).
         acked: sequence numbers the host acknowledged (``$AK``), in arrival order.
+        boots: power-ups so far (1 at construction; :meth:`restart` adds one).
     """
 
     def __init__(self, *, device: str, vendor: str, model: str, firmware: str, serial: str,
-                 start_seq: int = 0) -> None:
+                 start_seq: int = 0, session: str | None = None) -> None:
         if not 0 <= start_seq < SEQ_MODULUS:
             raise ValueError(f"start_seq must be 0..{SEQ_MODULUS - 1}, got {start_seq}")
         self.device = device
         self.vendor, self.model, self.firmware, self.serial = vendor, model, firmware, serial
+        self.session = session if session is not None else secrets.token_hex(4)
+        self.boots = 1
         self.history: list[DeviceEvent] = []
         self.acked: list[int] = []
         self.last_frame = b""
@@ -58,9 +64,20 @@ class VirtualDevice:
         return data
 
     def identity(self) -> bytes:
-        """The identity frame ``$ID,<seq>,vendor,model,firmware,serial``."""
+        """The identity frame ``$ID,<seq>,vendor,model,firmware,serial,session``."""
         return self.emit(lambda s: DeviceIdentity(self.device, s, self.vendor, self.model, self.firmware,
-                                                  self.serial))
+                                                  self.serial, self.session))
+
+    def restart(self, session: str | None = None) -> bytes:
+        """A power cycle: a new session (random unless given), numbering from 0 again, the host frames
+        half-read forgotten; returns the power-up identity frame (the first frame of every session,
+        docs/protocol.md §4). What the device had not had acknowledged is lost with its memory (the
+        runner forgets it). Physical state (cards in a shoe, chips on pads) is unchanged."""
+        self.session = session if session is not None else secrets.token_hex(4)
+        self.boots += 1
+        self._seq = 0
+        self._host = HostDecoder()
+        return self.identity()
 
     def heartbeat(self) -> bytes:
         """A heartbeat frame ``$HB,<seq>``."""

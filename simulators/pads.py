@@ -28,7 +28,7 @@ class VirtualPads(VirtualDevice):
     Args:
         spots: the spot names, in reporting order.
         rfid: ``True`` for chip-reading pads (amounts in minor units), ``False`` for presence-only pads.
-        device, vendor, model, firmware, serial, start_seq: see :class:`VirtualDevice`.
+        device, vendor, model, firmware, serial, start_seq, session: see :class:`VirtualDevice`.
 
     Raises:
         ValueError: no spots, a duplicate spot name.
@@ -41,9 +41,10 @@ class VirtualPads(VirtualDevice):
 
     def __init__(self, spots: Sequence[str], rfid: bool = True, *, device: str = "pads",
                  vendor: str = "tablesense", model: str = "virtual-pads", firmware: str = "1.0",
-                 serial: str = "VP-0001", start_seq: int = 0) -> None:
+                 serial: str = "VP-0001", start_seq: int = 0,
+                 session: str | None = None) -> None:
         super().__init__(device=device, vendor=vendor, model=model, firmware=firmware, serial=serial,
-                         start_seq=start_seq)
+                         start_seq=start_seq, session=session)
         if not spots:
             raise ValueError("pads need at least one spot")
         if len(set(spots)) != len(spots):

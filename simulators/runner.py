@@ -10,12 +10,19 @@ Behaviour of the simulated device, as a real one would behave:
 * It answers the host: a status request (``$SQ``) gets the identity and state frames; an acknowledge
   (``$AK``) is recorded (:attr:`VirtualDevice.acked`).
 * It sends a heartbeat (``$HB``) when it has been quiet for ``heartbeat`` seconds.
+* Once the host has acknowledged a frame (it journals and acknowledges: docs/protocol.md §3), the
+  device keeps every frame no ``$AK`` covers yet (cumulative) and resends them all, unchanged, when no
+  acknowledgement came for ``resend_after`` seconds, and before it answers a status request (the host
+  (re)connected: a restarted daemon). So a daemon killed mid-round loses nothing: its successor takes
+  the resends and drops what it had already journaled. With ``max_unacked`` frames waiting, the
+  program pauses (and no heartbeat is sent) until acknowledgements make room.
 * While unplugged it keeps its place (nothing is dealt and nothing is lost). After a replug it resends
-  the frames the host may have missed -- everything after the last acknowledged frame, or, if the host
-  never acknowledges, the last ``resend_window`` frames -- as soon as the host shows up again (its
+  the frames the host may have missed -- everything no acknowledgement covers, or, if the host never
+  acknowledges, the last ``resend_window`` frames -- as soon as the host shows up again (its
   first bytes, normally the status request a :class:`~drivers.link.DeviceLink` sends on connect; or a
-  new TCP connection), or after ``resend_fallback`` seconds. The host's codec drops the frames it already
-  had as duplicates, so no card is lost or doubled.
+  new TCP connection), or after ``resend_fallback`` seconds.
+* :meth:`SimulatorRunner.power_cycle` restarts the device: a new session, numbering from 0, and the
+  unacknowledged frames lost with its memory (docs/protocol.md §4).
 * ``start_on_host``: the program starts only once a host has shown up (otherwise the first frames go
   into a port nobody has open).
 
@@ -32,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -141,6 +147,9 @@ class SimulatorRunner:
         seed: seeds the fault randomness.
         heartbeat: seconds of silence before a heartbeat; ``None`` = never.
         resend_window: frames resent after a replug when the host never acknowledges.
+        resend_after: seconds without an acknowledgement before the unacknowledged frames are resent
+            (protocol §3: 1 s); ``None`` = only after a replug or a status request.
+        max_unacked: unacknowledged frames kept at most (protocol §3: 64) before the program pauses.
         start_on_host: wait for the host before starting the program.
         unplug_every, unplug_for: timing of the ``unplug`` fault, in seconds.
     """
@@ -148,6 +157,7 @@ class SimulatorRunner:
     def __init__(self, device: VirtualDevice, exposure: Exposure, program: Iterable[Step], *,
                  pace: float = 0.5, faults: Sequence[str] = (), seed: int = 0,
                  heartbeat: float | None = 1.0, resend_window: int = 4, resend_fallback: float = 2.0,
+                 resend_after: float | None = 1.0, max_unacked: int = 64,
                  start_on_host: bool = False, unplug_every: float = 10.0, unplug_for: float = 1.0) -> None:
         unknown = [f for f in faults if f not in FAULTS]
         if unknown:
@@ -161,19 +171,29 @@ class SimulatorRunner:
         self.heartbeat = heartbeat
         self.resend_window = resend_window
         self.resend_fallback = resend_fallback
+        self.resend_after = resend_after
+        self.max_unacked = max_unacked
         self.start_on_host = start_on_host
         self.unplug_every = unplug_every
         self.unplug_for = unplug_for
         self.steps = 0
         """Program steps sent so far."""
         self.resent = 0
-        """Frames resent after replugs."""
+        """Frames resent (no acknowledgement in time, a status request, a replug)."""
         self.finished = asyncio.Event()
         """Set when the program has run out."""
         self.host_seen = asyncio.Event()
         """Set when the host first sent bytes or connected."""
         self._plugged = asyncio.Event()
         self._sent: deque[tuple[int, bytes]] = deque(maxlen=64)
+        self._unacked: deque[tuple[int, bytes]] = deque()
+        """Frames sent (or due while unplugged) that no acknowledgement covers yet, in order."""
+        self._acks_read = 0
+        self._acking = False
+        """The host has acknowledged a frame: from then on unacknowledged frames are resent."""
+        self._last_progress = 0.0
+        self._room = asyncio.Event()
+        self._room.set()
         self._pending: list[bytes] = []
         self._resend_due = False
         self._quiet_since = 0.0
@@ -183,6 +203,39 @@ class SimulatorRunner:
         self._background: set[asyncio.Future[None]] = set()
 
     # -- control --------------------------------------------------------------------------------------
+
+    def acked(self, seq: int) -> bool:
+        """The frame numbered ``seq`` was sent and an acknowledgement covers it (cumulative ``$AK``)."""
+        self._take_acks()
+        return all(s != seq for s, _ in self._unacked) and any(s == seq for s, _ in self._sent)
+
+    async def power_cycle(self, session: str | None = None) -> None:
+        """Restart the device (a power cut): a new session, numbering from 0, its unacknowledged frames
+        lost; it sends its power-up identity frame at once."""
+        async with self._lock:
+            self._unacked.clear()
+            self._room.set()
+            self._acks_read = len(self.device.acked)
+            data = self.device.restart(session)
+            await self._send_locked(data)
+            _log.info("sim.power_cycled", address=self.exposure.address, session=self.device.session)
+
+    def _take_acks(self) -> None:
+        """Drop the frames the host's new acknowledgements cover (an ``$AK n`` covers n and every frame
+        sent before it)."""
+        acks = self.device.acked
+        while self._acks_read < len(acks):
+            seq = acks[self._acks_read]
+            self._acks_read += 1
+            self._acking = True
+            idx = next((i for i, (s, _) in enumerate(self._unacked) if s == seq), None)
+            if idx is None:
+                continue
+            for _ in range(idx + 1):
+                self._unacked.popleft()
+            self._last_progress = asyncio.get_running_loop().time()
+        if len(self._unacked) < self.max_unacked:
+            self._room.set()
 
     async def unplug(self) -> None:
         """Unplug the device now (the program pauses where it is)."""
@@ -214,7 +267,8 @@ class SimulatorRunner:
         self._plugged.set()
         loop = asyncio.get_running_loop()
         self._quiet_since = loop.time()
-        tasks = [asyncio.create_task(self._answer_host()), asyncio.create_task(self._heartbeats())]
+        tasks = [asyncio.create_task(self._answer_host()), asyncio.create_task(self._heartbeats()),
+                 asyncio.create_task(self._resender())]
         if isinstance(self.exposure, TcpExposure):
             tasks.append(asyncio.create_task(self._watch_tcp(self.exposure)))
         if "unplug" in self.faults:
@@ -224,6 +278,7 @@ class SimulatorRunner:
                 await self.host_seen.wait()
             while True:
                 await self._plugged.wait()
+                await self._room.wait()
                 # The model numbers a frame when the step is made, so making and writing it happen under
                 # one lock: frames reach the wire in sequence order, whatever else is sent meanwhile.
                 async with self._lock:
@@ -262,8 +317,17 @@ class SimulatorRunner:
 
     async def _send_locked(self, data: bytes) -> None:
         frames = fx.frames_of(data)
+        loop = asyncio.get_running_loop()
+        if not self._unacked:
+            self._last_progress = loop.time()
         for f in frames:
             self._sent.append((self._seq_of(f), f))
+            self._unacked.append((self._seq_of(f), f))
+        if not self._acking:  # a host that never acknowledges (one that only listens): nothing to resend
+            while len(self._unacked) > self.max_unacked:
+                self._unacked.popleft()
+        elif len(self._unacked) >= self.max_unacked:
+            self._room.clear()
         if not self._plugged.is_set():
             self._pending.extend(frames)
             return
@@ -317,25 +381,45 @@ class SimulatorRunner:
             if not self._resend_due or not self.exposure.plugged:
                 return
             self._resend_due = False
-            sent = list(self._sent)
+            self._take_acks()
             pending, self._pending = self._pending, []
             pending_set = set(map(id, pending))
-            history = [f for _, f in sent if id(f) not in pending_set]
-            acked = set(self.device.acked)
-            cut = 0
-            for i, (seq, _f) in enumerate(sent):
-                if seq in acked:
-                    cut = i + 1
-            if acked and cut:
-                again = [f for _, f in sent[cut:] if id(f) not in pending_set]
+            if self._acking:
+                again = [f for _, f in self._unacked if id(f) not in pending_set]
             else:
+                history = [f for _, f in self._sent if id(f) not in pending_set]
                 again = history[-self.resend_window:] if self.resend_window else []
             self.resent += len(again)
             wire = b"".join(again) + b"".join(pending)
             if wire:
                 await self.exposure.write(wire)
+            self._last_progress = asyncio.get_running_loop().time()
             self._plugged.set()
             _log.info("sim.resent", frames=len(again), pending=len(pending))
+
+    async def _resend_unacked(self, why: str) -> None:
+        """Resend every frame no acknowledgement covers, unchanged (call under the lock)."""
+        self._take_acks()
+        if not self._acking or not self._unacked or not self._plugged.is_set():
+            return
+        frames = [f for _, f in self._unacked]
+        self.resent += len(frames)
+        await self._write(b"".join(frames))
+        self._last_progress = asyncio.get_running_loop().time()
+        _log.info("sim.resent", frames=len(frames), why=why)
+
+    async def _resender(self) -> None:
+        """Resend the unacknowledged frames when no acknowledgement came for ``resend_after`` s."""
+        if self.resend_after is None:
+            return
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(0.2, self.resend_after / 2))
+            self._take_acks()
+            if self._unacked and loop.time() - self._last_progress >= self.resend_after:
+                async with self._lock:
+                    if self._unacked and loop.time() - self._last_progress >= self.resend_after:
+                        await self._resend_unacked("no acknowledgement")
 
     # -- background tasks -------------------------------------------------------------------------------
 
@@ -345,7 +429,12 @@ class SimulatorRunner:
             self.host_seen.set()
             if self._resend_due:
                 await self._resend()
-            await self.emit(functools.partial(self.device.answer, data))
+            async with self._lock:
+                answer = self.device.answer(data)  # numbers the status answer's frames, if any
+                self._take_acks()
+                if answer:  # a status request: the host (re)connected; what it has not had first
+                    await self._resend_unacked("status request")
+                    await self._send_locked(answer)
 
     async def _watch_tcp(self, exposure: TcpExposure) -> None:
         while True:
@@ -366,7 +455,7 @@ class SimulatorRunner:
             if wait > 0:
                 await asyncio.sleep(wait)
                 continue
-            if self._plugged.is_set():
+            if self._plugged.is_set() and (not self._acking or len(self._unacked) < self.max_unacked):
                 await self.emit(self.device.heartbeat)
             else:
                 self._quiet_since = loop.time()

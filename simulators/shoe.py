@@ -52,7 +52,7 @@ class VirtualShoe(VirtualDevice):
             ``None`` (no cut card) for a scripted one.
         report_burned_faces: when true the shoe reports the identity of face-down burned cards too
             (the first, face-up burn card is always reported).
-        device, vendor, model, firmware, serial, start_seq: see :class:`VirtualDevice`.
+        device, vendor, model, firmware, serial, start_seq, session: see :class:`VirtualDevice`.
 
     Raises:
         ValueError: bad ``decks``, ``burn`` or ``cut_card_at``.
@@ -67,9 +67,10 @@ class VirtualShoe(VirtualDevice):
                  cut_card_at: int | Literal["default"] | None = "default", *,
                  report_burned_faces: bool = False, device: str = "shoe", vendor: str = "tablesense",
                  model: str = "virtual-shoe", firmware: str = "1.0", serial: str = "VS-0001",
-                 start_seq: int = 0) -> None:
+                 start_seq: int = 0,
+                 session: str | None = None) -> None:
         super().__init__(device=device, vendor=vendor, model=model, firmware=firmware, serial=serial,
-                         start_seq=start_seq)
+                         start_seq=start_seq, session=session)
         self.decks = ShoeComposition(decks).decks  # validates 1..8
         self._rng = random.Random(seed)
         self.script: list[Card] | None = None

@@ -200,7 +200,8 @@ async def test_any_failing_journal_step_leaves_the_machine_equal_to_a_replay_of_
     assert failures == 2 and app.journal_failures == 2
     assert "journal failure" in json.loads(app._status_payload("online"))["detail"]
     assert app.machine.snapshot() == app._rebuilt_machine().snapshot()
-    assert await feed.card("3D")  # the next input goes through and clears the status
+    feed.seq[SHOE] -= 1  # the device resends the frame nobody acknowledged (protocol §3)
+    assert await feed.card("3D")  # it is taken again, goes through and clears the status
     assert json.loads(app._status_payload("online"))["detail"] == ""
     ok, reason = await app._on_command(request("void_round", {"shoe": 1, "round": 1}))
     assert ok, reason

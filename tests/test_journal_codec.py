@@ -64,7 +64,7 @@ def test_every_input_round_trips(event: object) -> None:
 def test_every_input_type_is_known() -> None:
     assert set(input_types()) == {"CardDrawn", "CardUnreadable", "ShoeStatus", "DeviceIdentity", "Heartbeat",
                                   "DeviceError", "SpotChanged", "DealerButton", "DeviceState", "Command",
-                                  "TableStart", "InstanceConflict"}
+                                  "TableStart", "RejectedInput", "Tick", "JournalOutage", "InstanceConflict"}
 
 
 def test_device_and_device_seq() -> None:

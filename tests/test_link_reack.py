@@ -53,12 +53,39 @@ async def test_a_duplicate_frame_is_answered_with_the_last_acknowledged_number()
             await wait_until(lambda: len(rec.cards) == 4, "fourth card queued")
             dev.send(2, "3D")  # the device did not get AK 2 and resends frame 2
             await wait_until(lambda: dev.poll() == [2, 2], "AK 2 re-sent for the duplicate")
-            dev.send(3, "8C")  # a duplicate of a frame not yet acknowledged: still AK 2, never AK 3
-            await wait_until(lambda: dev.poll() == [2, 2, 2], "AK 2 re-sent again")
+            dev.send(3, "8C")  # a resend of a frame not yet acknowledged: delivered again, never AK 3
+            await wait_until(lambda: len(rec.cards) == 5, "the resend of frame 3 delivered again")
+            assert dev.poll() == [2, 2]
             await rec.link.ack(3)
-            await wait_until(lambda: dev.poll() == [2, 2, 2, 3], "AK 3")
-        assert [c.seq for c in rec.cards] == [0, 1, 2, 3]  # duplicates never doubled a card
-        assert rec.link.stats.duplicates == 2 and rec.link.reacks == 2
+            await wait_until(lambda: dev.poll() == [2, 2, 3], "AK 3")
+            dev.send(3, "8C")  # now acknowledged: a duplicate, answered AK 3
+            await wait_until(lambda: dev.poll() == [2, 2, 3, 3], "AK 3 re-sent")
+        # acknowledged frames are never doubled; the one resent before its acknowledgement is delivered
+        # again, because its journaling may have failed (the daemon drops it by content if it did not)
+        assert [c.seq for c in rec.cards] == [0, 1, 2, 3, 3]
+        assert rec.link.stats.duplicates == 2 and rec.link.stats.resent == 1 and rec.link.reacks == 2
+    finally:
+        dev.close()
+
+
+async def test_a_frame_resent_after_a_failed_journal_write_is_taken_again() -> None:
+    """Defect: the codec recorded a frame's number when it decoded it, so after its journaling failed
+    (no AK) the device's resend was dropped as a duplicate and the card was recorded nowhere."""
+    dev = PtyDevice()
+    try:
+        async with running_link(dev.path, status_on_connect=False) as rec:
+            await wait_until(lambda: rec.link.state.value == "online", "link online")
+            dev.send(0, "QH")
+            await wait_until(lambda: len(rec.cards) == 1, "card 0")
+            await rec.link.ack(0)
+            dev.send(1, "7D")  # decoded; the daemon's journal write fails: no AK
+            await wait_until(lambda: len(rec.cards) == 2, "card 1")
+            dev.send(1, "7D")  # no AK came: the device resends it
+            await wait_until(lambda: len(rec.cards) == 3, "card 1 delivered again")
+            await rec.link.ack(1)
+            await wait_until(lambda: dev.poll() == [0, 1], "AK 0 and AK 1")
+        assert [(c.seq, str(c.card)) for c in rec.cards] == [(0, "QH"), (1, "7D"), (1, "7D")]
+        assert rec.link.stats.duplicates == 0 and rec.link.stats.seq_gaps == 0
     finally:
         dev.close()
 

@@ -122,6 +122,7 @@ def test_a_card_after_the_round_starts_the_next_round_when_rounds_start_on_the_c
     d.bet("1P", 1000)
     d.cards("9H 3D KS KC")  # the first card locks the round (no button)
     assert len(d.settlements()) == 1
+    d.remove("1P")  # the dealer collects the losing Player bet: the table is cleared
     d.card("4S")
     assert d.state.round == 2 and d.state.phase == "dealing" and d.codes() == []
     assert d.public_cards() == ["4S"]

@@ -340,11 +340,14 @@ def test_more_cards_than_a_one_deck_shoe_holds() -> None:
     from tablesense.daemon.rules.cards import ALL_CARDS
 
     d = Driver(baccarat_config(decks=1))
-    for c in ALL_CARDS:
+    for c in ALL_CARDS[:-1]:
         d.card(str(c))
-    assert d.state.cards_remaining == 0 and d.codes() == []
-    out = d.card("AS")
-    assert d.codes(out) == ["SHOE_EXHAUSTED"]
+    assert d.state.cards_remaining == 1 and d.codes() == []
+    out = d.card(str(ALL_CARDS[-1]))  # the last card: this round still needs cards
+    assert d.state.cards_remaining == 0 and d.codes(out) == ["SHOE_EXHAUSTED"] and d.state.held
+    out = d.card("AS")  # one more: set aside, counted on the same alarm
+    (a,) = d.alarms(out)
+    assert (a.code, a.count) == ("SHOE_EXHAUSTED", 2)
 
 
 def test_device_error_and_lid_open_are_reported_and_acknowledged() -> None:
@@ -363,14 +366,28 @@ def test_device_error_and_lid_open_are_reported_and_acknowledged() -> None:
     assert not d.command("ack_alarm", alarm=err.alarm_id).ok  # only once
 
 
-def test_an_input_the_machine_cannot_apply_holds_instead_of_raising() -> None:
+def test_an_input_the_machine_cannot_apply_is_rejected_and_journaled_as_rejected() -> None:
+    """Applying an input that raises (a codec defect: not a Card) raises InputRejected; the caller rebuilds
+    the machine from what is journaled and feeds the RejectedInput in its place: INPUT_REJECTED holds, the
+    frame counts as received (no gap after it), a supervisor releases the hold."""
+    import pytest
+
+    from tablesense.daemon.table import TimedInput, replay
+    from tablesense.daemon.table.inputs import RejectedInput
+    from tablesense.daemon.table.machine import InputRejected
     from tablesense.drivers.events import CardDrawn
 
     d = Driver(baccarat_config())
     _round(d)
-    out = d.feed(CardDrawn(SHOE, d.seq(SHOE), "AS"))  # type: ignore[arg-type]  # a codec defect: not a Card
+    bad = CardDrawn(SHOE, d.seq(SHOE), "AS")  # type: ignore[arg-type]  # a codec defect: not a Card
+    with pytest.raises(InputRejected, match=r"AttributeError|TypeError"):
+        d.machine.handle(TimedInput("2026-11-29T01:00:00Z", bad))
+    d.machine, _ = replay(d.config, d.inputs)  # what the app does: the machine equals the journal again
+    out = d.feed(RejectedInput("CardDrawn", '{"device":"shoe","seq":1,"card":"AS"}', "TypeError: x", SHOE,
+                               bad.seq))
     (a,) = d.alarms(out)
-    assert (a.code, a.severity, a.held) == ("INTERNAL_ERROR", "critical", True)
+    assert (a.code, a.severity, a.held) == ("INPUT_REJECTED", "critical", True)
     assert d.command("ack_alarm", alarm=a.alarm_id).ok
-    d.cards("9H 3D KS KC")
-    assert {s.spot for s in d.settlements()} == {"1P", "1PP"}
+    d.cards("9H 3D KS KC")  # numbered after the rejected frame: no sequence gap
+    assert {s.spot for s in d.settlements()} == {"1P", "1PP"} and "SEQUENCE_GAP" not in d.codes()
+    assert replay(d.config, d.inputs)[0].snapshot() == d.machine.snapshot()

@@ -13,7 +13,7 @@ from machine_support import Driver, baccarat_config, blackjack_config, encode_al
 from tablesense.daemon.messages import ScoreboardMessage, TableInfo
 from tablesense.daemon.table import Channel, TableMachine, replay
 from tablesense.daemon.table.inputs import PUBLIC_CHANNELS, TableStart
-from tablesense.drivers.events import ShoeStatus, ShoeStatusKind, SpotChanged
+from tablesense.drivers.events import Button, ShoeStatus, ShoeStatusKind, SpotChanged
 
 ROUNDS = ["9H 3D KS KC",  # Player 9 natural beats Banker 3
           "2H 8D 3S KC",  # Banker 8 natural beats Player 5
@@ -128,16 +128,20 @@ def test_games_without_roads_publish_info_but_no_scoreboard() -> None:
 
 
 def _session(d: Driver) -> None:
+    """Rounds dealt with a bet left on the layout (a push): the dealer opens each coup with round-end."""
     d.feed(TableStart())
     d.bet("1P", 1000)
     d.cards(ROUNDS[0])
+    d.button(Button.ROUND_END)
     d.cards("5H 6D")
     d.command("void_round", reason="misdeal")
+    d.button(Button.ROUND_END)
     d.cards(ROUNDS[1])
     d.status(ShoeStatusKind.NEW_SHOE)
     d.bet("1B", 1000)
     for cards in ROUNDS:
         d.cards(cards)
+        d.button(Button.ROUND_END)
 
 
 def test_replay_gives_the_same_scoreboard_and_info_bytes() -> None:

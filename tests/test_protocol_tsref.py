@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from structlog.testing import capture_logs
 
@@ -63,6 +66,8 @@ def test_crc8_check_value_and_frame_layout() -> None:
     (Heartbeat("d", 8), b"$HB,00008*"),
     (DeviceError("d", 9, "E26", "card face up"), b"$ER,00009,E26,card face up*"),
     (DeviceIdentity("d", 10, "Acme, Inc.", "S-8", "2.1", "SN*1"), b"$ID,00010,Acme%2C Inc.,S-8,2.1,SN%2A1*"),
+    (DeviceIdentity("d", 0, "Acme Gaming", "CS-8", "2.4.1", "SN12345", "b7e1c20a"),
+     b"$ID,00000,Acme Gaming,CS-8,2.4.1,SN12345,b7e1c20a*"),
     (SpotChanged("d", 11, "P1", SpotState.PLACED, 2500), b"$SP,00011,P1,PLACED,2500*"),
     (SpotChanged("d", 12, "banker", SpotState.LOCKED, None), b"$SP,00012,banker,LOCKED,?*"),
     (SpotChanged("d", 13, "T", SpotState.EMPTY, 0), b"$SP,00013,T,EMPTY,0*"),
@@ -364,3 +369,18 @@ def test_a_wrong_baud_rate_does_not_flood_the_log() -> None:
         assert s.garbage_bytes > 1000
         assert len(logs) <= 8 + problems + 2, (sent, read, len(logs), s)
         assert len(logs) < len(garbled) // 200
+
+
+def test_the_identity_session_of_protocol_version_2() -> None:
+    """docs/protocol.md §4: the identity frame's fifth field is the device session (a version 1 frame
+    has none: session ""); a session that is not a 1-16 character token makes the frame malformed."""
+    codec = TsrefCodec("shoe")
+    (v1,) = codec.feed(frame("ID,00000,Acme,CS-8,2.4,SN1"))
+    assert v1 == DeviceIdentity("shoe", 0, "Acme", "CS-8", "2.4", "SN1", "")
+    assert codec.feed(frame("ID,00001,Acme,CS-8,2.4,SN1,boot-00042")) == [
+        DeviceIdentity("shoe", 1, "Acme", "CS-8", "2.4", "SN1", "boot-00042")]
+    assert codec.feed(frame("ID,00002,Acme,CS-8,2.4,SN1,a%20b")) == []
+    assert codec.stats.malformed == 1
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text(encoding="utf-8")
+    (example,) = re.findall(r"`(\$ID,[^`]*)`", doc)  # the documented example decodes as documented
+    assert TsrefCodec("shoe").feed(example.encode() + b"\r\n")[0].session == "b7e1c20a"

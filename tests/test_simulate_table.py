@@ -69,6 +69,77 @@ def test_simulate_table_deals_in_step_with_tablesense_run(tmp_path: Path) -> Non
     assert not codes & {"PAST_POSTING", "UNEXPECTED_BUTTON", "SEQUENCE_GAP"}, codes
 
 
+def _floor_records(journal: Path) -> int:
+    """Floor records the (sealed) journal holds so far; 0 while it cannot be read yet."""
+    from journal_support import sealed_rows
+
+    from tablesense.daemon.journal.seal import MessageRow
+
+    if not (journal / "journal.sqlite").exists():
+        return 0
+    try:
+        return sum(1 for r in sealed_rows(journal)
+                   if isinstance(r, MessageRow) and r.channel == "floor/rounds")
+    except Exception:  # the daemon is creating it, or killed mid-way: not readable yet
+        return 0
+
+
+def test_simulate_table_survives_a_daemon_sigkill(tmp_path: Path) -> None:
+    """Defect: ``simulate table`` never resent an unacknowledged frame; after one SIGKILL of the daemon it
+    exited ("did not acknowledge a frame within 30 s"). Now its devices resend, it waits for the restarted
+    daemon, and every round is journaled exactly once (each floor record one valid coup)."""
+    import time
+
+    from tablesense.daemon.rules.baccarat import next_card_hand
+    from tablesense.daemon.rules.cards import Card
+
+    devices = tmp_path / "ts"
+    urls = {"shoe": str(devices / "shoe"), "pads": str(devices / "pads")}
+    config = tmp_path / "table.toml"
+    journal = tmp_path / "journal"
+    config.write_text(sim_config_toml("baccarat", urls=urls, host="127.0.0.1", port=_closed_port(),
+                                      journal=journal, table="sim-02"), encoding="utf-8")
+    sim = subprocess.Popen([str(TABLESENSE), "simulate", "table", "--config", str(config), "--rounds", "8",
+                            "--pace", "0.05", "--seed", "9"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = [str(TABLESENSE), "run", "--config", str(config), "--log-level", "warning"]
+    daemon = None
+    try:
+        assert _first_line(sim) == f"shoe {urls['shoe']} pads {urls['pads']}"
+        daemon = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while _floor_records(journal) < 2:
+            assert time.monotonic() < deadline and sim.poll() is None, "two rounds never completed"
+            time.sleep(0.02)
+        time.sleep(0.13)  # into the third round
+        daemon.kill()
+        assert daemon.wait(timeout=10) == -9
+        time.sleep(2.5)  # the devices resend meanwhile: into a port nobody has open
+        assert sim.poll() is None, "simulate table gave up while the daemon was down"
+        daemon = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, sim_err = sim.communicate(timeout=90)
+        assert sim.returncode == 0, sim_err
+    finally:
+        if sim.poll() is None:
+            sim.kill()
+            sim.wait()
+        if daemon is not None and daemon.poll() is None:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=15)
+    out = subprocess.run([str(TABLESENSE), "recall", "--journal", str(journal), "--json", "--last", "20"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    records = json.loads(out)
+    complete = [r for r in records if r["status"] == "complete"]
+    assert len(complete) == 8, [r["status"] for r in records]
+    for r in complete:
+        cards = [Card.parse(c["card"]) for c in r["cards"]]
+        assert all(c["status"] == "dealt" for c in r["cards"]), r["cards"]
+        assert next_card_hand(cards) is None and all(next_card_hand(cards[:k]) is not None
+                                                     for k in range(len(cards))), "not one coup"
+    codes = {a["code"] for r in records for a in r["alarms"]}
+    assert codes <= {"CUT_CARD", "ADVANTAGE_PLAY", "DEVICE_LOST"}, codes  # lost: simulate ended first
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     ("", "--config FILE is required"),
     ("socket", "is not a path"),

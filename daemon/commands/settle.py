@@ -11,8 +11,10 @@ Input (one JSON object; unknown keys are rejected so a misspelt key is never sil
      "hands": {"3": ["QH", "QD"], "dealer": ["9S", "7C"]}}    # blackjack, uth
      # baccarat instead: "cards": ["QH", "4D", "9S", "KC", "2H"]  (draw order, burn cards excluded)
 
-Stakes are integer minor units (cents), 1 to 2**53 - 1 (:data:`daemon.config.MAX_MONEY`); a float stake is
-an error. The input is at most :data:`MAX_INPUT_BYTES` (4 MiB). Output: ``game``, ``decks``,
+Stakes are integer minor units (cents), 1 to the largest stake whose win at the wager's largest odds (in
+the paytable in force) stays at most 2**53 - 1 (:func:`daemon.rules.money.max_stake`), so every amount
+printed is exact for JSON consumers; the totals too. A float stake is an error. The input is at most
+:data:`MAX_INPUT_BYTES` (4 MiB). Output: ``game``, ``decks``,
 ``paytables`` (in force), ``commission`` (baccarat), ``wagers`` (each settled wager: spot, bet, hand,
 stake, outcome, category, odds, net, commission), ``round`` (baccarat: the coup; others: the hands) and
 ``totals`` (stake, net and commission summed). Wagers that only make another eligible (blackjack's
@@ -35,7 +37,7 @@ from tablesense.daemon.cli import UsageError
 from tablesense.daemon.config import MAX_MONEY, RATE_TEXT
 from tablesense.daemon.rules.cards import Card, InvalidCard
 from tablesense.daemon.rules.games import Game, RoundCards, get_game
-from tablesense.daemon.rules.money import CommissionRule, RoundingMode
+from tablesense.daemon.rules.money import MAX_AMOUNT, CommissionRule, RoundingMode, max_stake, wager_odds
 from tablesense.daemon.rules.settlement import Bet, Hand, Wager
 
 __all__ = ["RoundRequest", "parse_request", "register", "run", "settle_document", "settle_request"]
@@ -209,6 +211,14 @@ def parse_request(doc: Any) -> RoundRequest:
     wagers = tuple(_parse_wager(w, i) for i, w in enumerate(doc["wagers"]))
     cards = _parse_round_cards(doc, game)
     rules = game.rules(decks, paytables, commission)
+    odds = wager_odds(game.name, rules)
+    for i, w in enumerate(wagers):
+        bound = max_stake([odds.get(w.bet.value)])
+        if w.stake > bound:
+            ratio = odds[w.bet.value]
+            raise _Bad(f"wagers[{i}].stake: {_short(w.stake)} at {w.bet.value}'s largest odds "
+                       f"({ratio.numerator} to {ratio.denominator}) would pay more than {MAX_AMOUNT} "
+                       f"(2**53 - 1 minor units, exact in JSON consumers): at most {bound}")
     return RoundRequest(game, rules, wagers, cards)
 
 
@@ -235,6 +245,10 @@ def settle_request(request: RoundRequest) -> dict[str, Any]:
         out["round"] = {"hands": {pos: [str(card) for card in cards] for pos, cards in request.cards.items()}}
     out["totals"] = {"stake": sum(s.wager.stake for s in settlements), "net": sum(s.net for s in settlements),
                      "commission": sum(s.commission for s in settlements)}
+    for key, total in out["totals"].items():
+        if abs(total) > MAX_AMOUNT:
+            raise _Bad(f"wagers: the total {key} {_short(total)} is beyond {MAX_AMOUNT} (2**53 - 1 minor "
+                       "units, exact in JSON consumers): settle fewer or smaller wagers at once")
     return out
 
 

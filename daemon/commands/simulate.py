@@ -26,6 +26,12 @@ ptys at the config's ``[devices.*] url`` paths (first stdout line ``shoe PATH pa
 its limits, each step waiting for the daemon's acknowledgement, so bets are locked before the first card
 and the last card is in before round end (no ``PAST_POSTING`` or ``UNEXPECTED_BUTTON`` from two
 unsynchronised simulators). ``--pace`` is seconds per card. Exit 0 after ``--rounds`` or Ctrl-C/SIGTERM.
+
+Every simulated device behaves as docs/protocol.md §3 asks of a real one: it keeps the frames no
+acknowledgement covers and resends them when none came for a second, and before answering a status
+request. So the simulators survive a daemon crash: ``simulate table`` waits (a line on stderr every
+30 s) while the daemon is down, and the restarted daemon takes the resent frames and drops those it had
+already journaled.
 """
 
 from __future__ import annotations
@@ -255,8 +261,14 @@ def build_table(args: argparse.Namespace) -> tuple[SimTable, int | None]:
     seed = 1 if args.seed is None else int(_number(args.seed, "--seed", int, 0))
     pace = _number(args.pace, "--pace", float, 0)
     rounds = None if args.rounds is None else int(_number(args.rounds, "--rounds", int, 1))
-    sim = SimTable(cfg, Path(links["shoe"]).parent, seed=seed, pace=pace, links=links)
+    sim = SimTable(cfg, Path(links["shoe"]).parent, seed=seed, pace=pace, links=links, ack_timeout=None,
+                   on_wait=_waiting)
     return sim, rounds
+
+
+def _waiting(device: str, seq: int, seconds: float) -> None:
+    print(f"simulate table: {device} frame {seq} not acknowledged for {seconds:.0f} s; resending until "
+          "the daemon takes it (is `tablesense run` running with this config?)", file=sys.stderr, flush=True)
 
 
 async def _deal_table(sim: SimTable, rounds: int | None) -> None:

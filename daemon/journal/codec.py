@@ -16,7 +16,14 @@ from typing import Any
 import msgspec
 
 from tablesense.daemon.journal.errors import JournalDamaged
-from tablesense.daemon.table.inputs import Command, InstanceConflict, TableStart
+from tablesense.daemon.table.inputs import (
+    Command,
+    InstanceConflict,
+    JournalOutage,
+    RejectedInput,
+    TableStart,
+    Tick,
+)
 from tablesense.drivers.events import (
     CardDrawn,
     CardUnreadable,
@@ -34,7 +41,8 @@ __all__ = ["decode_event", "encode_event", "event_device", "input_types", "regis
 _TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
     for cls in (CardDrawn, CardUnreadable, ShoeStatus, DeviceIdentity, Heartbeat, DeviceError, SpotChanged,
-                DealerButton, DeviceState, Command, TableStart, InstanceConflict)
+                DealerButton, DeviceState, Command, TableStart, RejectedInput, Tick, JournalOutage,
+                InstanceConflict)
 }
 _ENCODER = msgspec.json.Encoder()
 _DECODERS: dict[str, msgspec.json.Decoder[Any]] = {}

@@ -399,6 +399,8 @@ class RecallReader:
                 continue
             device, device_seq = event_device(event)
             detail = msgspec.to_builtins(event)
+            if isinstance(detail, dict) and kind == "RejectedInput":  # may hold a face-down card
+                detail.pop("payload", None)
             events.append(InputRef(ts=ts, kind=kind, device=device, device_seq=device_seq,
                                    detail=detail if isinstance(detail, dict) else {"value": detail}))
         return self._open_record(shoe, rnd, rec.started_ts, rec.ended_ts, [m for _, _, m in rec.messages],

@@ -9,11 +9,19 @@ computed as an exact :class:`fractions.Fraction` and only then rounded to whole 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
+from typing import Any
 
-__all__ = ["CommissionRule", "Odds", "RoundingMode", "round_to_unit", "winnings"]
+__all__ = ["MAX_AMOUNT", "CommissionRule", "Odds", "RoundingMode", "max_stake", "round_to_unit", "wager_odds",
+           "winnings"]
+
+MAX_AMOUNT = (1 << 53) - 1
+"""The largest amount (minor units) tablesense publishes: 2**53 - 1, the largest integer every JSON
+consumer reads exactly (JavaScript and other IEEE-754 double readers, RFC 8259 §6). Stakes are bounded by
+:func:`max_stake` so that no stake, win or net ever exceeds it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +75,39 @@ def _check_stake(stake: int) -> None:
         raise TypeError(f"stake must be integer minor units, got {type(stake).__name__}")
     if stake < 0:
         raise ValueError(f"stake must not be negative, got {stake}")
+
+
+def max_stake(odds: Iterable[Odds | Fraction | None]) -> int:
+    """The largest stake (minor units) whose every published amount stays exact in JSON: the stake
+    itself and its winnings at the largest of ``odds`` are at most :data:`MAX_AMOUNT` (a net loss is
+    minus the stake; commission is less than the win). ``None`` entries (no win) are ignored.
+
+    >>> max_stake([Odds(25)])  # Perfect Pairs paytable A's largest line
+    360287970189639
+    """
+    ratio = max((o.ratio if isinstance(o, Odds) else Fraction(o) for o in odds if o is not None),
+                default=Fraction(0))
+    if ratio <= 1:
+        return MAX_AMOUNT
+    return MAX_AMOUNT * ratio.denominator // ratio.numerator
+
+
+def wager_odds(game: str, rules: Any) -> dict[str, Fraction]:
+    """The largest odds each wager of ``game`` pays under ``rules`` (the paytables in force), as
+    ``{bet name: winnings per unit staked}`` (0 for a wager that never wins more than its stake back,
+    e.g. a blackjack wager tablesense does not settle). Read from the game's exact analysis, which lists
+    every way each wager can end with its odds (:meth:`daemon.rules.games.Game.analyze`).
+
+    Raises:
+        daemon.rules.games.UnknownGame: ``game`` is not a game tablesense settles.
+    """
+    from tablesense.daemon.rules.games import get_game  # the games import this module
+
+    out: dict[str, Fraction] = {}
+    for analysis in get_game(game).analyze(rules):
+        best = max((o.odds.ratio for o in analysis.outcomes if o.odds is not None), default=Fraction(0))
+        out[analysis.bet.value] = max(out.get(analysis.bet.value, Fraction(0)), best)
+    return out
 
 
 class RoundingMode(Enum):

@@ -44,6 +44,10 @@ class AlarmCode(StrEnum):
     ADVANTAGE_PLAY = "ADVANTAGE_PLAY"
     INTERNAL_ERROR = "INTERNAL_ERROR"
     JOURNAL_DAMAGED = "JOURNAL_DAMAGED"
+    DEVICE_RESTARTED = "DEVICE_RESTARTED"
+    POSSIBLE_RESCAN = "POSSIBLE_RESCAN"
+    DEAL_STALLED = "DEAL_STALLED"
+    INPUT_REJECTED = "INPUT_REJECTED"
     DUPLICATE_INSTANCE = "DUPLICATE_INSTANCE"
 
 
@@ -116,5 +120,20 @@ ALARMS: dict[AlarmCode, AlarmSpec] = {
         Severity.WARNING, False, False,
         "a pair wager's exact expected return for the next round is above [integrity] "
         "advantage_threshold: watch the side-bet action (docs/advantage-watch.md)"),
+    AlarmCode.DEVICE_RESTARTED: AlarmSpec(
+        Severity.CRITICAL, True, True,
+        "a device announced a new session (it restarted; frames it had not had acknowledged may be "
+        "lost): the shoe's restart holds the round, the pads' does not"),
+    AlarmCode.POSSIBLE_RESCAN: AlarmSpec(
+        Severity.CRITICAL, True, False,
+        "after the shoe's link was lost mid-round, the first card is the card read last before the loss: "
+        "a supervisor decides with rescan (keep it, or set it aside as a re-read)"),
+    AlarmCode.DEAL_STALLED: AlarmSpec(
+        Severity.WARNING, False, False,
+        "no card for [round] stall_seconds while the round's cards are due; cleared by the next card"),
+    AlarmCode.INPUT_REJECTED: AlarmSpec(
+        Severity.CRITICAL, True, True,
+        "applying an input raised (a defect in tablesense): it is journaled as rejected, not applied, and "
+        "the round is held rather than settled on a guess"),
 }
 """Every alarm code with its severity and hold behaviour."""

@@ -16,9 +16,10 @@ from tablesense.daemon.messages import Message
 from tablesense.drivers.events import DeviceEvent, DeviceState
 
 __all__ = ["COMMAND_NAMES", "ROUND_BOUND_COMMANDS", "SHOE_BOUND_COMMANDS", "Channel", "Command",
-           "CommandReply", "Emit", "InstanceConflict", "TableStart", "TimedInput"]
+           "CommandReply", "Emit", "InstanceConflict", "JournalOutage", "RejectedInput", "TableStart", "Tick",
+           "TimedInput"]
 
-COMMAND_NAMES: tuple[str, ...] = ("void_round", "enter_card", "new_shoe", "ack_alarm")
+COMMAND_NAMES: tuple[str, ...] = ("void_round", "enter_card", "new_shoe", "ack_alarm", "rescan")
 """Operator commands the machine accepts (issue 6, ``{prefix}/{table}/cmd/{name}``)."""
 
 ROUND_BOUND_COMMANDS: frozenset[str] = frozenset({"void_round", "enter_card", "rescan"})
@@ -36,8 +37,9 @@ class Command:
     Attributes:
         name: one of :data:`COMMAND_NAMES`.
         args: string arguments: ``void_round`` takes ``shoe``, ``round`` and optional ``reason``;
-            ``enter_card`` ``shoe``, ``round`` and ``card`` (e.g. ``"QH"``); ``new_shoe`` ``shoe``;
-            ``ack_alarm`` ``alarm_id`` (old name ``alarm``). Numbers are decimal text.
+            ``enter_card`` ``shoe``, ``round`` and ``card`` (e.g. ``"QH"``); ``rescan`` ``shoe``,
+            ``round`` and ``action`` (``keep`` or ``set_aside``); ``new_shoe`` ``shoe``; ``ack_alarm``
+            ``alarm_id`` (old name ``alarm``). Numbers are decimal text.
         operator: the authenticated identity of who sent it (kept in the round record).
         command_id: the sender's id for this command (1-64 characters): a repeated id is answered with
             the first answer and applied once. ``""`` only in journals written before command ids
@@ -85,11 +87,61 @@ class TableStart:
 
 
 @dataclass(frozen=True, slots=True)
+class RejectedInput:
+    """An input whose application raised (a defect in tablesense), journaled in its place.
+
+    The machine applies none of the original input: it raises a critical, holding ``INPUT_REJECTED``
+    alarm naming the input, and counts the device frame as received (``device``/``seq``), so the
+    device's resend of it is recognised and no sequence gap is reported. The journal keeps the
+    original input in full (``kind`` and ``payload``, the journal codec's form), so nothing is lost.
+
+    Attributes:
+        kind: the original input's kind (``CardDrawn``, ``Command`` ...).
+        payload: the original input as the journal encodes it (JSON text).
+        error: one line: the exception raised.
+        device, seq: the original device frame's device name and sequence number (``None`` for a
+            command or a link state).
+    """
+
+    kind: str
+    payload: str
+    error: str
+    device: str | None = None
+    seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passed: the app journals one when the machine's deal watchdog is due
+    (:meth:`~daemon.table.machine.TableMachine.stall_due`), so the pure machine learns the time from a
+    replayable input (its ``ts``) and raises ``DEAL_STALLED`` itself."""
+
+    reason: str = "deal_watchdog"
+
+
+@dataclass(frozen=True, slots=True)
+class JournalOutage:
+    """The journal could not be written for a while and can be again: recorded once writable, so the
+    journal itself holds the outage the floor was told about from memory (``INTERNAL_ERROR``).
+
+    Attributes:
+        since: ISO-8601 UTC time of the first failed append.
+        failures: appends that failed (their inputs were not applied; devices resend their frames).
+        error: the first failure, one line.
+    """
+
+    since: str
+    failures: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class TimedInput:
     """One input to the machine with the ISO-8601 UTC time (``ts``) it arrived, set by the caller."""
 
     ts: str
-    event: DeviceEvent | DeviceState | Command | TableStart | InstanceConflict
+    event: (DeviceEvent | DeviceState | Command | TableStart | RejectedInput | Tick | JournalOutage
+            | InstanceConflict)
 
 
 class Channel(StrEnum):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -46,6 +47,7 @@ from tablesense.daemon.rules.advantage import (
     parse_threshold,
 )
 from tablesense.daemon.rules.cards import Card, InvalidCard
+from tablesense.daemon.rules.money import max_stake, wager_odds
 from tablesense.daemon.rules.settlement import Outcome as WagerOutcome
 from tablesense.daemon.rules.settlement import Settlement, settle_as
 from tablesense.daemon.scoreboard import Scoreboard
@@ -64,7 +66,10 @@ from tablesense.daemon.table.inputs import (
     CommandReply,
     Emit,
     InstanceConflict,
+    JournalOutage,
+    RejectedInput,
     TableStart,
+    Tick,
     TimedInput,
 )
 from tablesense.daemon.table.pads import Pads, PadState
@@ -78,6 +83,7 @@ from tablesense.drivers.events import (
     DealerButton,
     DeviceError,
     DeviceEvent,
+    DeviceIdentity,
     DeviceState,
     LinkState,
     ShoeStatus,
@@ -86,7 +92,8 @@ from tablesense.drivers.events import (
 )
 from tablesense.drivers.protocols.tsref import SEQ_MODULUS
 
-__all__ = ["COMMAND_ARGS", "MAX_ARG_CHARS", "Phase", "TableMachine", "replay"]
+__all__ = ["COMMAND_ARGS", "MAX_ARG_CHARS", "RESEND_WINDOW", "InputRejected", "Phase", "TableMachine",
+           "replay"]
 
 MAX_ARG_CHARS = 256
 """Longest command argument (name or value) accepted; longer ones are refused (bounded inputs)."""
@@ -97,10 +104,31 @@ COMMAND_ARGS: dict[str, tuple[str, ...]] = {
     "enter_card": ("shoe", "round", "card"),
     "new_shoe": ("shoe",),
     "ack_alarm": ("alarm_id", "alarm"),
+    "rescan": ("action", "shoe", "round"),
 }
-"""The arguments each command accepts (``ack_alarm``'s ``alarm`` is the old name of ``alarm_id``); any
+"""The arguments each command accepts (``ack_alarm``'s ``alarm`` is the old name of ``alarm_id``;
+``shoe`` and ``round`` name the round or shoe a command is bound to, checked before it is applied); any
 other argument is refused with a reason naming it (docs/state-machine.md, "Commands")."""
 _MAX_ACKABLE = 256
+"""Open (acknowledgeable) alarms kept: beyond it the oldest one that holds nothing is forgotten. Holds
+are never forgotten; coalescing (one open alarm per irregularity, round, device, seat and spot) bounds
+them."""
+_MAX_RECORD_ITEMS = 1024
+"""Set-aside cards, spot changes, alarm records and commands one round record lists at most (a faulty
+shoe repeating a card, a flapping pad): the journal keeps every input, the alarm counts the repeats."""
+RESEND_WINDOW = 64
+"""Device frames remembered per device (the protocol's unacknowledged-frame limit): a frame with the
+number and the content of one of them, in the same device session, is a resend (:meth:`is_resend`)."""
+_RESCAN_ACTIONS = ("keep", "set_aside")
+_HOLD_CARD_CODES = frozenset({"SEQUENCE_GAP", "INPUT_REJECTED", "DEVICE_RESTARTED"})
+"""Holds during which ``enter_card`` may put a card the device lost (or an input that was rejected)."""
+
+
+class InputRejected(Exception):
+    """Applying an input raised (a defect in tablesense); ``str()`` is one line naming the exception.
+
+    The machine's state is then undefined: rebuild it from the journal and journal the input as a
+    :class:`~daemon.table.inputs.RejectedInput` (what :class:`daemon.app.App` does)."""
 
 MAX_REMEMBERED_COMMANDS = 4096
 """Command ids whose answers the machine keeps (the newest); a command repeated within its expiry
@@ -129,6 +157,34 @@ _GAME_ROUNDS: dict[str, type[GameRound]] = {
     "baccarat": BaccaratRound, "ez-baccarat": BaccaratRound, "blackjack": BlackjackRound, "uth": UthRound}
 
 
+_STAKE_BOUNDS: dict[tuple[Any, ...], dict[str, int]] = {}
+
+
+def _stake_bounds(config: TableConfig, rules: Any) -> dict[str, int]:
+    """The largest stake each wager may have (the money bound, :func:`daemon.rules.money.max_stake`),
+    computed once per game, deck count and paytables (every rebuild of a machine reuses it)."""
+    key = (config.game, config.decks, tuple(sorted(config.paytables().items())))
+    bounds = _STAKE_BOUNDS.get(key)
+    if bounds is None:
+        bounds = {bet: max_stake([odds]) for bet, odds in wager_odds(config.game, rules).items()}
+        if len(_STAKE_BOUNDS) < 64:
+            _STAKE_BOUNDS[key] = bounds
+    return bounds
+
+
+def _parse_ts(ts: str) -> datetime | None:
+    """An input's ISO-8601 time (``...Z``), ``None`` when it cannot be read."""
+    try:
+        return datetime.fromisoformat(ts)
+    except (TypeError, ValueError):
+        return None
+
+
+def _iso(moment: datetime) -> str:
+    """ISO-8601 UTC with milliseconds and ``Z`` (the journal's input stamp)."""
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _bet_text(state: PadState) -> str:
     """A spot's bet for an alarm text: its amount in minor units, ``empty``, or ``chips`` (amount unknown)."""
     if not state.present:
@@ -143,7 +199,8 @@ class TableMachine:
         config: the validated table config.
         shoe: the number of the shoe in play when the machine starts (default 1).
 
-    The public API: :meth:`handle`, :meth:`handle_command`, :attr:`public_state`, :meth:`snapshot`.
+    The public API: :meth:`handle`, :meth:`handle_command`, :attr:`public_state`, :meth:`snapshot`, and
+    for the daemon's intake :meth:`is_resend`, :meth:`last_seq`, :meth:`session` and :meth:`stall_due`.
     """
 
     def __init__(self, config: TableConfig, *, shoe: int = 1) -> None:
@@ -174,6 +231,21 @@ class TableMachine:
         self._advantage_alarms: dict[tuple[str, str | None], str] = {}
         self._answers: OrderedDict[str, CommandReply] = OrderedDict()
         """The first answer to each recent ``command_id`` (a repeat gets it again and changes nothing)."""
+        self._alarm_keys: dict[tuple[Any, ...], str] = {}
+        """One open alarm per (code, shoe, round, between rounds, device, seat, spot): repeats count."""
+        self._alarm_counts: dict[str, int] = {}
+        self._recent: dict[str, OrderedDict[int, object]] = {}
+        """Per device, the last :data:`RESEND_WINDOW` frames applied (seq -> event, or the journal form
+        of a rejected one), in the device's current session."""
+        self._sessions: dict[str, str] = {}
+        self._rescan_watch: dict[str, tuple[int, Card]] = {}
+        """Shoe link lost mid-round: (round, the last card read before the loss)."""
+        self._cleared = True
+        """Since the last round completed the table was cleared (round-end button, a pad change) or the
+        round had no wager: a card may start the next round (``[round] start = "card"``)."""
+        self._activity_ts: str | None = None
+        self._stall_alarm: str | None = None
+        self._max_stake = _stake_bounds(config, self._rules)
         self._start_shoe(shoe)
 
     # ------------------------------------------------------------------------------------ public API
@@ -182,7 +254,13 @@ class TableMachine:
         """Apply one input and return what to publish, in order.
 
         A :class:`~daemon.table.inputs.Command` is applied as by :meth:`handle_command` (the reply is
-        dropped). Never raises for any device event or command.
+        dropped).
+
+        Raises:
+            InputRejected: applying the input raised (a defect in tablesense, never bad input: a bad
+                frame or command is an alarm or a refusal). The machine may be half-changed: rebuild it
+                from the journal, then journal and apply the input as a
+                :class:`~daemon.table.inputs.RejectedInput` (docs/state-machine.md, "Rejected inputs").
         """
         if isinstance(inp.event, Command):
             return self.handle_command(inp)[1]
@@ -197,14 +275,19 @@ class TableMachine:
                              f"(client id {ev.client_id})")[:400])
             elif isinstance(ev, DeviceState):
                 self._on_device_state(ev)
+            elif isinstance(ev, RejectedInput):
+                self._on_rejected(ev)
+            elif isinstance(ev, Tick):
+                self._on_tick()
+            elif isinstance(ev, JournalOutage):
+                self._alarm(AlarmCode.INTERNAL_ERROR, f"the journal could not be written from {ev.since[:40]}"
+                            f" until now ({ev.failures} inputs not applied; devices resent their frames, "
+                            f"commands were refused): {ev.error[:160]}", hold=False)
             else:
                 self._on_device_event(ev)
-        except Exception as exc:  # a defect must not stop the table: hold instead of guessing
-            self._internal_error(exc)
+        except Exception as exc:
+            raise InputRejected(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
         return self._end()
-
-    def _internal_error(self, exc: Exception) -> None:
-        self._alarm(AlarmCode.INTERNAL_ERROR, f"input not applied: {type(exc).__name__}: {str(exc)[:160]}")
 
     def handle_command(self, inp: TimedInput) -> tuple[CommandReply, list[Emit]]:
         """Validate and apply an operator command; return the reply and what to publish.
@@ -212,11 +295,15 @@ class TableMachine:
         A command with a ``command_id`` seen before (among the last :data:`MAX_REMEMBERED_COMMANDS`) gets
         the first answer again and changes nothing (it is not recorded twice). A command carrying a
         ``refusal`` (set by the daemon: expired, retained) is recorded and answered with it, not applied.
-        Round-changing commands (:data:`ROUND_BOUND_COMMANDS`) name the round they target (``shoe`` and
-        ``round`` args) and are refused for any other, naming the current one; ``new_shoe`` names the
-        shoe it ends. Commands that change a round are refused once the round is settled; ``new_shoe``
-        is refused while a round is in play (void it first). Commands without a ``command_id`` (journals
-        written before ids existed) are replayed as they were applied then, without the binding.
+        Round-changing commands (:data:`ROUND_BOUND_COMMANDS`: ``void_round``, ``enter_card``,
+        ``rescan``) name the round they target (``shoe`` and ``round`` args) and are refused for any other,
+        naming the current one; ``new_shoe`` names the shoe it ends. Commands that change a round are
+        refused once the round is settled; ``new_shoe`` is refused while a round is in play (void it
+        first). Commands without a ``command_id`` (journals written before ids existed) are replayed as
+        they were applied then, without the binding.
+
+        Raises:
+            InputRejected: as :meth:`handle`.
         """
         self._begin(inp.ts)
         cmd = inp.event
@@ -226,28 +313,63 @@ class TableMachine:
         if first is not None:
             self._answers.move_to_end(cmd.command_id)
             return first, self._end()
-        record = self._rec()
-        self._cmd = cmd
-        self._cmd_logged = False
         try:
-            reply = CommandReply(False, cmd.refusal) if cmd.refusal else self._command(cmd)
-        except Exception as exc:  # a defect must not stop the table: hold instead of guessing
-            self._internal_error(exc)
-            reply = CommandReply(False, "internal error: the round is held")
-        if cmd.name == "new_shoe":
             record = self._rec()
-        if not self._cmd_logged:
-            record.commands.append(self._command_record(cmd, reply))
-        self._cmd = None
-        if cmd.command_id:
-            self._answers[cmd.command_id] = reply
-            while len(self._answers) > MAX_REMEMBERED_COMMANDS:
-                self._answers.popitem(last=False)
-        return reply, self._end()
+            self._cmd = cmd
+            self._cmd_logged = False
+            reply = CommandReply(False, cmd.refusal) if cmd.refusal else self._command(cmd)
+            if cmd.name == "new_shoe":
+                record = self._rec()
+            if not self._cmd_logged:
+                self._keep(record.commands, self._command_record(cmd, reply))
+            self._cmd = None
+            if cmd.command_id:
+                self._answers[cmd.command_id] = reply
+                while len(self._answers) > MAX_REMEMBERED_COMMANDS:
+                    self._answers.popitem(last=False)
+            return reply, self._end()
+        except Exception as exc:
+            raise InputRejected(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
 
     def answer_for(self, command_id: str) -> CommandReply | None:
         """The first answer given to ``command_id``, if the machine still remembers it."""
         return self._answers.get(command_id) if command_id else None
+
+    # ------------------------------------------------------------------------------------ intake queries
+
+    def is_resend(self, ev: DeviceEvent) -> bool:
+        """``ev`` repeats a frame this machine already applied (or rejected): same device, same number,
+        same content, in the device's current session, among its last :data:`RESEND_WINDOW` frames. A
+        device that restarted (a new session in its identity frame) has no old frames to resend, and a
+        frame with a known number but different content is not a resend (docs/protocol.md §4)."""
+        recent = self._recent.get(ev.device)
+        known = recent.get(ev.seq) if recent is not None else None
+        if known is None:
+            return False
+        if isinstance(known, str):  # a rejected frame, kept in the journal's form
+            return known == msgspec.json.encode(ev).decode()
+        return known == ev
+
+    def last_seq(self, device: str) -> int | None:
+        """The sequence number of the last frame applied from ``device`` (``None``: never heard)."""
+        return self._dev_seq.get(device)
+
+    def session(self, device: str) -> str | None:
+        """The device session of ``device``'s latest identity frame (``None``: none seen)."""
+        return self._sessions.get(device)
+
+    def stall_due(self) -> str | None:
+        """When the deal watchdog is due (ISO-8601 UTC): ``[round] stall_seconds`` after the last card
+        (or the lock) of a round being dealt, once per quiet spell; ``None`` when off, not dealing, held
+        or already raised. The app journals a :class:`~daemon.table.inputs.Tick` at that time."""
+        seconds = self.config.round.stall_seconds
+        if (not seconds or self._phase is not Phase.DEALING or self._holds or self._activity_ts is None
+                or self._stall_alarm is not None):
+            return None
+        start = _parse_ts(self._activity_ts)
+        if start is None:
+            return None
+        return _iso(start + timedelta(seconds=seconds))
 
     def _command_record(self, cmd: Command, reply: CommandReply) -> CommandRecord:
         args = {str(k)[:MAX_ARG_CHARS]: str(v)[:MAX_ARG_CHARS] for k, v in list(cmd.args.items())[:_MAX_ARGS]}
@@ -293,6 +415,12 @@ class TableMachine:
                 self.config.table, self.config.game, "", self._outcome_full())),
             "public": msgspec.to_builtins(self._round_state()),
             "scoreboard": self._scoreboard.to_dict() if self._scoreboard is not None else None,
+            "alarms": sorted((k, v.value, self._alarm_counts.get(k, 1)) for k, v in self._ackable.items()),
+            "sessions": dict(sorted(self._sessions.items())),
+            "recent": {d: list(r) for d, r in sorted(self._recent.items())},
+            "suspect": self._suspect.index if self._suspect is not None else None,
+            "cleared": self._cleared,
+            "activity": [self._activity_ts, self._stall_alarm],
         }
 
     # ------------------------------------------------------------------------------------ emitting
@@ -341,39 +469,79 @@ class TableMachine:
     # ------------------------------------------------------------------------------------ alarms
 
     def _alarm(self, code: AlarmCode, text: str, *, seat: str | None = None, spot: str | None = None,
-               device: str | None = None, hold: bool | None = None) -> str:
+               device: str | None = None, hold: bool | None = None, subject: object = None) -> str:
+        """Raise ``code`` (holding the round per its spec, or ``hold``); returns the alarm id.
+
+        Repeats are coalesced: while an alarm of the same code about the same round (or the same gap
+        between rounds), device, seat, spot and ``subject`` (what else tells two apart) is open, a
+        repeat only counts (its ``raised`` message
+        goes out again at counts 2, 4, 8, ...; a repeat that holds makes the alarm hold), so a faulty
+        device or a dealer who keeps dealing on a held round cannot pile up alarms. Open alarms are
+        bounded: beyond :data:`_MAX_ACKABLE` the oldest that holds nothing is forgotten.
+        """
         spec = ALARMS[code]
         holding = spec.holds if hold is None else hold
+        key = (code, self._shoe.number, self._round_no, self._phase in _BETWEEN, device, seat, spot, subject)
+        open_id = self._alarm_keys.get(key)
+        if open_id is not None and open_id in self._ackable:
+            count = self._alarm_counts.get(open_id, 1) + 1
+            self._alarm_counts[open_id] = count
+            newly_held = holding and open_id not in self._holds
+            if newly_held:
+                self._hold(open_id, code, device)
+            if newly_held or count & (count - 1) == 0:  # a power of two: 2, 4, 8, ...
+                self._publish_alarm(open_id, code, text, "raised", open_id in self._holds, seat, spot, device)
+            return open_id
         self._alarm_n += 1
         alarm_id = f"{self._shoe.number}.{self._alarm_n}"
+        self._alarm_keys[key] = alarm_id
+        self._alarm_counts[alarm_id] = 1
         self._publish_alarm(alarm_id, code, text, "raised", holding, seat, spot, device)
         if holding:
-            self._holds[alarm_id] = code
-            if device is not None:
-                self._hold_device[alarm_id] = device
+            self._hold(alarm_id, code, device)
         self._ackable[alarm_id] = code
         while len(self._ackable) > _MAX_ACKABLE:
-            oldest = next(k for k in self._ackable if k not in self._holds)
-            del self._ackable[oldest]
+            oldest = next((k for k in self._ackable if k not in self._holds), None)
+            if oldest is None:  # every open alarm holds: coalescing bounds them, never fail here
+                break
+            self._forget(oldest)
         return alarm_id
+
+    def _hold(self, alarm_id: str, code: AlarmCode, device: str | None) -> None:
+        self._holds[alarm_id] = code
+        if device is not None:
+            self._hold_device[alarm_id] = device
+
+    def _forget(self, alarm_id: str) -> None:
+        """Drop an alarm from the open ones (released, or evicted beyond the bound)."""
+        self._ackable.pop(alarm_id, None)
+        self._alarm_counts.pop(alarm_id, None)
+        for key in [k for k, v in self._alarm_keys.items() if v == alarm_id]:
+            del self._alarm_keys[key]
+
+    def _keep(self, items: list[Any], item: Any) -> None:
+        """Append to a round-record list, at most :data:`_MAX_RECORD_ITEMS` long."""
+        if len(items) < _MAX_RECORD_ITEMS:
+            items.append(item)
 
     def _publish_alarm(self, alarm_id: str, code: AlarmCode, text: str, state: str, held: bool,
                        seat: str | None = None, spot: str | None = None, device: str | None = None) -> None:
         spec = ALARMS[code]
-        self._rec().alarms.append(AlarmRecord(
+        count = self._alarm_counts.get(alarm_id, 1)
+        self._keep(self._rec().alarms, AlarmRecord(
             alarm_id=alarm_id, code=code.value, severity=spec.severity.value, text=text, state=state,
-            held=held, ts=self._ts, seat=seat, spot=spot, device=device))
+            held=held, ts=self._ts, seat=seat, spot=spot, device=device, count=count))
         self._emit(Channel.ALARMS, AlarmMessage(
             table=self.config.table, ts=self._ts, shoe=self._shoe.number, round=self._round_no,
             alarm_id=alarm_id, code=code.value, severity=spec.severity.value, text=text, state=state,
-            held=held, seat=seat, spot=spot, device=device))
+            held=held, seat=seat, spot=spot, device=device, count=count))
 
     def _release(self, alarm_id: str, state: str = "cleared") -> None:
         code = self._holds.pop(alarm_id, None) or self._ackable.get(alarm_id)
         self._hold_device.pop(alarm_id, None)
-        self._ackable.pop(alarm_id, None)
         if code is not None:
             self._publish_alarm(alarm_id, code, f"{code.value} {state}", state, False)
+        self._forget(alarm_id)
 
     def _release_all(self) -> None:
         for alarm_id in list(self._holds):
@@ -394,7 +562,7 @@ class TableMachine:
             if alarm_id is not None:
                 self._release(alarm_id)
         for f in raised:
-            self._advantage_alarms[f.key] = self._alarm(AlarmCode.ADVANTAGE_PLAY, f.describe())
+            self._advantage_alarms[f.key] = self._alarm(AlarmCode.ADVANTAGE_PLAY, f.describe(), subject=f.key)
 
     def _start_shoe(self, number: int) -> None:
         self._advantage.reset()
@@ -405,7 +573,8 @@ class TableMachine:
         if self._scoreboard is not None:
             self._scoreboard.reset(number)  # void rounds never reach it: see _finish
         self._alarm_n = 0  # alarm ids restart with each shoe, so a replay from the shoe's start numbers alike
-        self._ackable = {k: v for k, v in self._ackable.items() if k in self._holds}
+        for alarm_id in [k for k in self._ackable if k not in self._holds]:
+            self._forget(alarm_id)
         self._round_no = 0
         self._record = RoundRecord(number, 0)
         self._open_round()
@@ -423,6 +592,11 @@ class TableMachine:
         self._queue: list[CardEntry] = []
         self._changed: dict[str, bool] = {}
         self._limit_seen: dict[tuple[str, int], bool] = {}
+        self._suspect: CardEntry | None = None
+        """A possible re-scan waiting for the supervisor's ``rescan`` decision (later cards queue)."""
+        self._rescan_watch = {}
+        self._activity_ts = None
+        self._stall_alarm = None
         self._phase = Phase.BETTING
 
     def _rec(self) -> RoundRecord:
@@ -436,6 +610,7 @@ class TableMachine:
     def _lock(self) -> None:
         self._phase = Phase.DEALING
         self._record.locked_ts = self._ts
+        self._activity_ts = self._ts
         wagers = self._pads.lock(self.config)
         for w in wagers:
             self._check_limits(w.spot, w.stake, presence_only=w.presence_only)
@@ -453,7 +628,8 @@ class TableMachine:
         limits = self.config.wagers[conf.bet]
         if presence_only or limits.min <= stake <= limits.max or (spot, stake) in self._limit_seen:
             return
-        self._limit_seen[(spot, stake)] = True
+        if len(self._limit_seen) < _MAX_ACKABLE:
+            self._limit_seen[(spot, stake)] = True
         self._alarm(AlarmCode.WAGER_LIMIT, f"seat {conf.seat} spot {spot}: {conf.bet} stake {stake} outside "
                     f"the table limits {limits.min}-{limits.max}", seat=conf.seat, spot=spot)
 
@@ -461,6 +637,13 @@ class TableMachine:
         game = self._game
         self._phase = Phase.COMPLETE
         self._record.completed_ts = self._ts
+        self._cleared = not self._record.wagers  # wagers on the layout: a card now is a mis-pull
+        self._suspect = None
+        self._rescan_watch = {}
+        self._activity_ts = None
+        if self._stall_alarm is not None:
+            self._release(self._stall_alarm)
+            self._stall_alarm = None
         self._shoe.rounds_completed += 1
         out = public_outcome(game) if not self._record.void else public_outcome(None)
         results = RoundResults(
@@ -509,11 +692,11 @@ class TableMachine:
         game = self._game
         if game is None or self._phase not in _IN_PLAY:
             return
-        while self._queue and game.unresolved() is None:
+        while self._queue and game.unresolved() is None and self._suspect is None:
             self._place(self._queue.pop(0), from_queue=True)
         if game.initial_deal_done and self._phase is Phase.DEALING and not game.complete():
             self._phase = Phase.REVEAL if isinstance(game, UthRound) else Phase.PLAYING
-        if game.unresolved() is not None:
+        if game.unresolved() is not None or self._suspect is not None:
             return
         if self._holds:
             return
@@ -556,6 +739,10 @@ class TableMachine:
             self._was_lost[ev.device] = True
         if ev.state is LinkState.DISCONNECTED and previous is not LinkState.DISCONNECTED:
             shoe_mid_round = self._role(ev.device) == "shoe" and self._phase in _IN_PLAY
+            last = next((e.card for e in reversed(self._record.cards)
+                         if e.device == ev.device and e.card is not None), None) if shoe_mid_round else None
+            if last is not None:  # the reader may report this card again after the reconnect
+                self._rescan_watch[ev.device] = (self._round_no, last)
             self._alarm(AlarmCode.DEVICE_LOST, f"device {ev.device} disconnected"
                         + (": round held until it is back or voided" if shoe_mid_round else ""),
                         device=ev.device, hold=shoe_mid_round)
@@ -565,14 +752,64 @@ class TableMachine:
                     self._release(alarm_id)
             self._advance()
 
+    def _remember(self, device: str, seq: int, content: object) -> None:
+        recent = self._recent.setdefault(device, OrderedDict())
+        recent.pop(seq, None)
+        recent[seq] = content
+        while len(recent) > RESEND_WINDOW:
+            recent.popitem(last=False)
+
+    def _on_rejected(self, ev: RejectedInput) -> None:
+        """An input whose application raised, journaled in its place: nothing of it is applied; the
+        device frame counts as received (its resend is recognised, no gap follows)."""
+        where = ""
+        if ev.device is not None and ev.seq is not None:
+            self._dev_seq[ev.device] = ev.seq
+            self._remember(ev.device, ev.seq, ev.payload)
+            where = f" from device {ev.device[:64]} (sequence {ev.seq})"
+        error = ev.error.split(":", 1)[0][:60]  # the exception's type only: its text might name a card
+        self._alarm(AlarmCode.INPUT_REJECTED, f"{ev.kind[:40]} input{where} rejected, not applied ({error}); "
+                    "it is in the journal", device=ev.device)
+
+    def _on_tick(self) -> None:
+        """The deal watchdog (:meth:`stall_due`): DEAL_STALLED once per quiet spell of a deal."""
+        due = self.stall_due()
+        now, at = _parse_ts(self._ts), _parse_ts(due) if due is not None else None
+        if now is None or at is None or now < at:
+            return
+        self._stall_alarm = self._alarm(
+            AlarmCode.DEAL_STALLED,
+            f"round {self._round_no}: no card for {self.config.round.stall_seconds} s while its cards are "
+            "due")
+
+    def _restart(self, ev: DeviceIdentity) -> bool:
+        """A device identity frame: record its session; True when it announces a restart (a session
+        different from the last one seen): its old frames are forgotten and DEVICE_RESTARTED raised."""
+        known = self._sessions.get(ev.device)
+        self._sessions[ev.device] = ev.session
+        if known is None or known == ev.session:
+            return False
+        self._recent.pop(ev.device, None)
+        self._remember(ev.device, ev.seq, ev)
+        shoe = self._role(ev.device) == "shoe"
+        self._alarm(AlarmCode.DEVICE_RESTARTED,
+                    f"device {ev.device} restarted (new session): frames it had not had acknowledged may be "
+                    "lost" + (": check the cards out of the shoe" if shoe else ""),
+                    device=ev.device, hold=shoe)
+        return True
+
     def _on_device_event(self, ev: DeviceEvent) -> None:
+        self._remember(ev.device, ev.seq, ev)
         last = self._dev_seq.get(ev.device)
         self._dev_seq[ev.device] = ev.seq
+        if isinstance(ev, DeviceIdentity) and self._restart(ev):
+            self._was_lost.pop(ev.device, None)
+            last = None  # numbered afresh: no gap
         restarted = self._was_lost.pop(ev.device, False) and ev.seq <= 1 and self._phase not in _IN_PLAY
         gap = last is not None and ev.seq != (last + 1) % SEQ_MODULUS and not restarted  # 99999 -> 0: no gap
         is_card = isinstance(ev, CardDrawn | CardUnreadable)
-        if gap and not is_card:
-            hold = self._role(ev.device) == "shoe" and self._phase in _IN_PLAY
+        if gap and not is_card:  # frames of the shoe may have been cards: its gap holds, between rounds too
+            hold = self._role(ev.device) == "shoe"
             self._alarm(AlarmCode.SEQUENCE_GAP, f"device {ev.device}: sequence {last} then {ev.seq}",
                         device=ev.device, hold=hold)
         if isinstance(ev, CardDrawn):
@@ -587,8 +824,22 @@ class TableMachine:
             self._on_shoe_status(ev)
         elif isinstance(ev, DeviceError):
             self._alarm(AlarmCode.DEVICE_ERROR, f"device {ev.device} error {ev.code[:40]}: {ev.text[:160]}",
-                        device=ev.device)
+                        device=ev.device, subject=ev.code[:40])
         self._advance()
+        self._check_exhausted(ev.device)
+
+    def _check_exhausted(self, device: str | None) -> None:
+        """The shoe's inventory reached zero: the shoe ends with the round (or at once between rounds);
+        a round being dealt that still needs cards raises SHOE_EXHAUSTED now, not at a card too many."""
+        if self._shoe.remaining > 0 or self._shoe.empty:
+            return
+        self._shoe.empty = True
+        if self._phase in (Phase.BETTING, Phase.BURN, Phase.COMPLETE):
+            self._phase = Phase.SHOE_END
+        elif (self._phase is Phase.DEALING and self._game is not None
+              and (self._game.next_position() is not None or self._queue or self._suspect is not None)):
+            self._alarm(AlarmCode.SHOE_EXHAUSTED, f"the shoe's last card is out and round {self._round_no} "
+                        "needs more", device=device)
 
     def _on_card(self, card: Card | None, device: str, seq: int, gap: bool, last: int | None) -> None:
         self._card_devices[device] = True
@@ -596,13 +847,31 @@ class TableMachine:
             self._burn(card, device, seq)
             if gap:
                 self._alarm(AlarmCode.SEQUENCE_GAP, f"device {device}: sequence {last} then {seq} during the "
-                            "burn", device=device, hold=False)
+                            "burn", device=device)
             return
-        if self._phase is Phase.COMPLETE and self.config.round.start == "card" and not gap:
+        if (self._phase is Phase.COMPLETE and self.config.round.start == "card" and not gap
+                and self._cleared):
             self._open_round()
         if self._phase is Phase.BETTING:
             self._lock()
-        entry = self._rec().new_card(card, self._ts, device, seq)
+        if self._phase in _IN_PLAY:
+            self._activity_ts = self._ts
+            if self._stall_alarm is not None:
+                self._release(self._stall_alarm)
+                self._stall_alarm = None
+        watched = self._rescan_watch.pop(device, None)
+        record = self._rec()
+        entry = record.new_card(card, self._ts, device, seq)
+        if (watched is not None and watched == (self._round_no, card) and not gap
+                and self._phase in _IN_PLAY and self._suspect is None):
+            entry.status = "possible_rescan"  # not taken from the shoe until a supervisor keeps it
+            self._suspect = entry
+            entry.alarm_id = self._alarm(
+                AlarmCode.POSSIBLE_RESCAN,
+                f"round {self._round_no}: after the link to {device} was lost, the first card is the card "
+                "read last before the loss: keep it or set it aside (rescan)",
+                device=device)
+            return
         code = self._shoe.take(card) if card is not None else self._shoe.take_unknown()
         entry.taken = code is None
         if code is not None:
@@ -612,9 +881,14 @@ class TableMachine:
             self._set_aside(entry, AlarmCode.SEQUENCE_GAP, f"device {device}: sequence {last} then {seq}; "
                             "the card joins no hand")
         elif self._phase in _BETWEEN:
-            self._set_aside(entry, AlarmCode.EXTRA_CARD, f"a card after round {self._round_no} was complete")
+            cleared = ("" if self._cleared or self._phase is Phase.SHOE_END
+                       else ", before the table was cleared")
+            self._set_aside(entry, AlarmCode.EXTRA_CARD, f"a card after round {self._round_no} was complete"
+                            + cleared)
         else:
             self._place(entry)
+        if entry.status == "set_aside" and len(record.cards) > _MAX_RECORD_ITEMS:
+            record.cards.remove(entry)  # counted by its alarm; the journal keeps the frame
 
     def _set_aside(self, entry: CardEntry, code: AlarmCode, text: str) -> None:
         entry.status = "set_aside"
@@ -623,7 +897,7 @@ class TableMachine:
     def _place(self, entry: CardEntry, from_queue: bool = False) -> None:
         game = self._game
         assert game is not None
-        if game.unresolved() is not None or (self._queue and not from_queue):
+        if game.unresolved() is not None or self._suspect is not None or (self._queue and not from_queue):
             entry.status = "queued"
             self._queue.append(entry)
             return
@@ -663,12 +937,21 @@ class TableMachine:
             if ev.spot[:64] not in self._unknown_spots and len(self._unknown_spots) < _MAX_ACKABLE:
                 self._unknown_spots[ev.spot[:64]] = True
                 self._alarm(AlarmCode.UNKNOWN_SPOT, f"spot {ev.spot[:64]!r} is not in the spot map",
-                            device=ev.device)
+                            device=ev.device, subject=ev.spot[:64])
+            return
+        bound = self._max_stake.get(conf.bet)
+        if ev.amount is not None and bound is not None and ev.amount > bound:
+            self._alarm(AlarmCode.WAGER_LIMIT, f"seat {conf.seat} spot {ev.spot}: a sensed {conf.bet} stake "
+                        f"of {ev.amount} is above the largest stake {bound} (2**53 - 1 minor units at the "
+                        "wager's largest odds): the change is ignored", seat=conf.seat, spot=ev.spot,
+                        device=ev.device)
             return
         before, after = self._pads.update(ev)
         locked = self._phase in _IN_PLAY
         changed = locked and before.key != after.key
-        self._rec().spot_changes.append(SpotChangeRecord(
+        if self._phase is Phase.COMPLETE and before.key != after.key:
+            self._cleared = True  # chips paid, collected or placed: the completed round was cleared
+        self._keep(self._rec().spot_changes, SpotChangeRecord(
             ts=self._ts, device=ev.device, device_seq=ev.seq, spot=ev.spot, state=ev.state.value,
             amount=ev.amount, after_lock=changed))
         if changed:
@@ -739,7 +1022,7 @@ class TableMachine:
         elif kind is ShoeStatusKind.EMPTY:
             self._shoe.empty = True
             if self._phase in _IN_PLAY:
-                self._alarm(AlarmCode.SHOE_EXHAUSTED, "the shoe reported empty mid-round")
+                self._alarm(AlarmCode.SHOE_EXHAUSTED, "the shoe reported empty mid-round", device=ev.device)
             elif self._phase in (Phase.BETTING, Phase.BURN, Phase.COMPLETE):
                 self._phase = Phase.SHOE_END
         elif kind is ShoeStatusKind.LID_OPEN and self._phase in _IN_PLAY:
@@ -785,6 +1068,8 @@ class TableMachine:
             return CommandReply(True)
         if cmd.name == "enter_card":
             return self._enter_card(cmd)
+        if cmd.name == "rescan":
+            return self._rescan(cmd)
         if cmd.name == "new_shoe":
             if self._phase in _IN_PLAY:
                 return CommandReply(False, f"round {self._round_no} is in play: void it first")
@@ -849,8 +1134,10 @@ class TableMachine:
                         self._release(e.alarm_id)
             self._advance()
             return CommandReply(True)
-        if not any(code is AlarmCode.SEQUENCE_GAP for code in self._holds.values()):
+        if not any(code.value in _HOLD_CARD_CODES for code in self._holds.values()):
             return CommandReply(False, "no unreadable card or gap waiting for a card")
+        if self._suspect is not None:
+            return CommandReply(False, "a possible re-scan waits for the rescan decision first")
         if self._queue or game.next_position() is None:
             return CommandReply(False, "the rules call for no card now")
         aside = next((e for e in self._record.cards
@@ -865,14 +1152,43 @@ class TableMachine:
         self._advance()
         return CommandReply(True)
 
+    def _rescan(self, cmd: Command) -> CommandReply:
+        """The supervisor's decision on a POSSIBLE_RESCAN card: ``keep`` (a real second copy: it takes
+        its place in the deal) or ``set_aside`` (the reader reported the same card twice: it joins no
+        hand and stays in the shoe's count once)."""
+        action = str(cmd.args.get("action", ""))
+        if action not in _RESCAN_ACTIONS:
+            return CommandReply(False, f"action must be keep or set_aside, got {action[:40]!r}")
+        entry = self._suspect
+        if entry is None or self._phase not in _IN_PLAY:
+            return CommandReply(False, "no possible re-scan waiting for a decision")
+        self._suspect = None
+        if entry.alarm_id is not None:
+            self._release(entry.alarm_id, "acknowledged")
+        if action == "set_aside":
+            entry.status = "set_aside"
+        else:
+            assert entry.card is not None
+            code = self._shoe.take(entry.card)
+            entry.taken = code is None
+            if code is not None:
+                decks = self._shoe.composition.decks
+                self._set_aside(entry, code, f"a card the {decks}-deck shoe cannot hold")
+            else:
+                entry.status = "dealt"
+                self._place(entry, from_queue=True)
+        self._advance()
+        self._check_exhausted(entry.device)
+        return CommandReply(True)
+
     def _ack(self, cmd: Command) -> CommandReply:
         alarm_id = str(cmd.args.get("alarm_id", cmd.args.get("alarm", "")))
         code = self._ackable.get(alarm_id)
         if code is None:
             return CommandReply(False, f"no alarm {alarm_id[:64]!r} awaiting acknowledgement")
         if alarm_id in self._holds and not ALARMS[code].ack_releases:
-            return CommandReply(False, f"alarm {alarm_id} ({code.value}) is released by enter_card or "
-                                       "void_round")
+            by = "rescan" if code is AlarmCode.POSSIBLE_RESCAN else "enter_card"
+            return CommandReply(False, f"alarm {alarm_id} ({code.value}) is released by {by} or void_round")
         self._release(alarm_id, "acknowledged")
         self._advance()
         return CommandReply(True)

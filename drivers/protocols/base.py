@@ -46,7 +46,8 @@ class CodecStats:
     - ``malformed``: frames with a good checksum but bad content, and partial frames cut off by a new
       start character (dropped).
     - ``seq_gaps``: times the device sequence number skipped (the event is still delivered).
-    - ``duplicates``: repeated frames (same sequence number and content) dropped.
+    - ``duplicates``: repeated frames (same sequence number and content) of acknowledged frames dropped.
+    - ``resent``: repeated frames of delivered but not yet acknowledged frames, delivered again.
     """
 
     frames: int = 0
@@ -58,6 +59,7 @@ class CodecStats:
     malformed: int = 0
     seq_gaps: int = 0
     duplicates: int = 0
+    resent: int = 0
 
     @property
     def dropped(self) -> int:
@@ -118,7 +120,10 @@ class Codec(Protocol):
         ...
 
     def ack(self, seq: int) -> bytes:
-        """The host-to-device frame acknowledging the device frame numbered ``seq``."""
+        """The host-to-device frame acknowledging the device frame numbered ``seq``. The link calls it
+        only once the frame is journaled; a codec that drops repeated frames must treat a repeat as a
+        duplicate only once its frame was acknowledged this way (a frame whose journaling failed is
+        resent by the device and must be delivered again)."""
         ...
 
 

@@ -237,8 +237,10 @@ def encode(event: DeviceEvent) -> bytes:
                 if kind is not ShoeStatusKind.BURN:
                     raise ValueError(f"only a burn status carries a card, not {kind.value}")
                 body += f",{format_card(card)}"
-        case DeviceIdentity(vendor=vendor, model=model, firmware=firmware, serial=serial):
+        case DeviceIdentity(vendor=vendor, model=model, firmware=firmware, serial=serial, session=session):
             body = f"ID,{s}," + ",".join(_escape(x) for x in (vendor, model, firmware, serial))
+            if session:
+                body += f",{_token(session, 'session')}"
         case Heartbeat():
             body = f"HB,{s}"
         case DeviceError(code=code, text=text):
@@ -438,7 +440,11 @@ class TsrefCodec:
     - unknown message type (or a host-to-device type): dropped; its sequence number still counts;
     - malformed content: dropped (so the next frame shows a sequence gap);
     - a frame repeating a recently accepted frame (same seq, same content): dropped as a duplicate,
-      so a retransmitted card frame never doubles a card;
+      so a retransmitted card frame never doubles a card. Once the host acknowledges frames
+      (:meth:`ack`), "accepted" means *acknowledged*: a repeat of a frame delivered but not
+      acknowledged yet is delivered again (counted in ``resent``), because the host journals a frame
+      before acknowledging it and its journaling may have failed (the host drops a resend it did
+      journal, by content);
     - a sequence jump: the event is delivered and a :class:`SequenceGap` queued for :meth:`take_gaps`;
     - over-long frames (> 128 bytes) and bytes outside frames: discarded up to the next ``$``.
     """
@@ -452,6 +458,13 @@ class TsrefCodec:
         self._gaps: list[SequenceGap] = []
         self._last_seq: int | None = None
         self._recent: OrderedDict[int, bytes] = OrderedDict()
+        """Acknowledged frames (seq -> body): a repeat of one is a duplicate and is dropped."""
+        self._pending: OrderedDict[int, bytes] = OrderedDict()
+        """Frames delivered but not acknowledged yet, in delivery order: a repeat of one is delivered
+        again (the host decides; its journaling may have failed), without a gap."""
+        self._acking = False
+        """The host acknowledges frames (:meth:`ack` was called): from then on only acknowledged frames
+        count as duplicates. Before, every delivered frame does (a host that only listens)."""
         self._limit = _LogLimiter()
         self._garbage_limit = _LogLimiter(burst=3, every=4096)
         self._framer = _Framer(self._line, self._garbage, self._too_long, self._cut)
@@ -496,8 +509,21 @@ class TsrefCodec:
         return encode_status_request()
 
     def ack(self, seq: int) -> bytes:
-        """``$AK,<seq>*xx\\r\\n``. Raises ``ValueError`` for seq outside 0..99999."""
-        return encode_ack(seq)
+        """``$AK,<seq>*xx\\r\\n``. Raises ``ValueError`` for seq outside 0..99999.
+
+        The host acknowledges a frame once it is journaled, and the acknowledgement is cumulative
+        (docs/protocol.md §3): the frames delivered up to ``seq`` become *acknowledged*, and only from
+        then on is a repeat of one dropped as a duplicate. A frame delivered but not acknowledged (its
+        journaling failed, or is still under way) is delivered again when the device resends it."""
+        data = encode_ack(seq)
+        self._acking = True
+        if seq in self._pending:
+            while self._pending:
+                s, body = self._pending.popitem(last=False)
+                self._remember(s, body)
+                if s == seq:
+                    break
+        return data
 
     # -- framer callbacks ---------------------------------------------------------------------------
 
@@ -560,25 +586,42 @@ class TsrefCodec:
         self._events.append(event)
 
     def _sequence(self, seq: int, body: bytes) -> bool:
-        """Apply sequence rules; False when the frame is a duplicate to drop."""
+        """Apply sequence rules; False when the frame is a duplicate to drop.
+
+        Only acknowledged frames count as duplicates: the sequence number of a frame the host has not
+        acknowledged (not journaled yet, or its journaling failed) is not recorded as taken, so the
+        device's resend of it is delivered again (issue: a failed journal write must not lose a card)."""
         if self._recent.get(seq) == body:
             self._stats.duplicates += 1
             _log.info("codec.duplicate_frame", device=self.device, protocol=self.name, seq=seq)
             return False
+        if self._pending.get(seq) == body:  # resent before the host acknowledged it: the host decides
+            self._stats.resent += 1
+            return True
         last = self._last_seq
         if last is not None and seq != (last + 1) % SEQ_MODULUS:
             expected = (last + 1) % SEQ_MODULUS
             self._stats.seq_gaps += 1
             self._gaps.append(SequenceGap(self.device, expected, seq))
             self._recent.clear()  # the device may have restarted its count: old numbers mean nothing now
+            self._pending.clear()
             _log.warning("codec.sequence_gap", device=self.device, protocol=self.name,
                          expected=expected, got=seq)
         self._last_seq = seq
+        if not self._acking:
+            self._remember(seq, body)
+            return True
+        self._pending.pop(seq, None)
+        self._pending[seq] = body
+        while len(self._pending) > DUPLICATE_WINDOW:
+            self._pending.popitem(last=False)
+        return True
+
+    def _remember(self, seq: int, body: bytes) -> None:
         self._recent[seq] = body
         self._recent.move_to_end(seq)
         while len(self._recent) > DUPLICATE_WINDOW:
             self._recent.popitem(last=False)
-        return True
 
     def _decode(self, mtype: str, seq: int, f: list[str]) -> DeviceEvent:
         dev = self.device
@@ -611,7 +654,10 @@ class TsrefCodec:
             return ShoeStatus(dev, seq, kind, burned)
         if mtype == "ID":
             need(4)
-            return DeviceIdentity(dev, seq, txt(f[0]), txt(f[1]), txt(f[2]), txt(f[3]))
+            session = f[4] if len(f) > 4 else ""
+            if session and not _TOKEN_RE.fullmatch(session):
+                raise _Bad(f"bad session {session[:20]!r} (1-16 of A-Z a-z 0-9 _ . -)")
+            return DeviceIdentity(dev, seq, txt(f[0]), txt(f[1]), txt(f[2]), txt(f[3]), session)
         if mtype == "HB":
             return Heartbeat(dev, seq)
         if mtype == "ER":
