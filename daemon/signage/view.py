@@ -514,6 +514,9 @@ class SignageView:
             "numbering": "hand" if self.game == "uth" else "round",
             "cards": rs.get("cards", []),
             "held": bool(rs.get("held", False)),
+            "revealed": bool(rs.get("revealed", False)) or bool(
+                self.results and (self.results.get("shoe"), self.results.get("round")) == (rs.get("shoe"),
+                                                                                          rs.get("round"))),
             "void": bool(rs.get("void", False)),
             "cards_remaining": rs.get("cards_remaining"),
             "hands": self.hands(),
