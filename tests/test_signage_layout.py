@@ -356,9 +356,17 @@ async def test_each_display_chooses_its_language_the_table_config_gives_the_defa
             await simplified.goto(url + "?lang=zh-CN")
             await expect(simplified.get_by_test_id("game")).to_have_text("百家乐", timeout=WAIT_MS)
             await expect(simplified.get_by_test_id("wager").first).to_contain_text("闲")
-            # the Chinese faces are drawn from Noto Sans CJK (fonts-noto-cjk), not a fallback box font
-            families = await simplified.evaluate(
-                "getComputedStyle(document.querySelector('[data-testid=game]')).fontFamily")
-            assert "Noto Sans CJK SC" in families
+            # the Chinese glyphs are drawn from Debian's Noto Sans CJK (fonts-noto-cjk, installed by .ci/run),
+            # as Chromium reports the platform fonts it used for the element
+            for display, region in ((simplified, "SC"), (page, "TC")):
+                cdp = await display.context.new_cdp_session(display)
+                await cdp.send("DOM.enable")
+                await cdp.send("CSS.enable")
+                root = await cdp.send("DOM.getDocument")
+                node = await cdp.send("DOM.querySelector", {"nodeId": root["root"]["nodeId"],
+                                                           "selector": '[data-testid="game"]'})
+                used = await cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node["nodeId"]})
+                families = {f["familyName"] for f in used["fonts"]}
+                assert f"Noto Sans CJK {region}" in families, families
     finally:
         await stop()

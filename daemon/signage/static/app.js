@@ -12,7 +12,7 @@ const SUITS = { S: "♠", H: "♥", D: "♦", C: "♣" };
 const SVG_NS = "http://www.w3.org/2000/svg";
 const BACCARAT = new Set(["baccarat", "ez-baccarat"]);
 const BEAD_CELL = 50;      // px: bead plate and Big Road cells (>= 28 px, readable at 5 m)
-const DERIVED_CELL = 32;   // px: Big Eye Boy, Small Road, Cockroach Pig cells
+const DERIVED_CELL = 36;   // px: Big Eye Boy, Small Road, Cockroach Pig cells
 const BEAD_COLS = 7;
 const ROAD_TEXT = 28;      // px: letters and tie counts inside road cells
 const SLOTS = { player: 3, banker: 3, dealer: 2, board: 5 };
