@@ -429,7 +429,7 @@ async def test_uth_seat_pair_results_after_the_reveal(broker: MosquittoBroker, p
                        BoxResult(position="5", cards=hands["5"], pair="lose"))))
             seat = '[data-testid="box-result"][data-position="{}"] [data-testid="box-pair"]'
             await expect(page.locator(seat.format(2))).to_have_text("A-K suited 25 to 1", timeout=WAIT_MS)
-            await expect(page.locator(seat.format(5))).to_have_text("No pair")
+            await expect(page.locator(seat.format(5))).to_have_text("No win")
             await expect(page.get_by_test_id("card")).to_have_count(11)
             await expect(page.locator('[data-testid="hand"][data-position="board"] [data-testid="card"]')
                          ).to_have_count(5)
@@ -475,7 +475,7 @@ async def test_uth_from_the_daemon_the_hand_stays_on_screen_until_the_next_hand_
         await page.goto(url)
         await sim.play_round(UTH_WAGERS)
         tiles = page.get_by_test_id("box-pair")
-        first = ["A-K suited 25 to 1", "Pair 2s–10s 3 to 1", "", "No pair", "A-A 30 to 1", ""]
+        first = ["A-K suited 25 to 1", "Pair 2s–10s 3 to 1", "", "No win", "A-A 30 to 1", ""]
         await expect(tiles).to_have_text(first, timeout=WAIT_MS)
         await expect(page.get_by_test_id("round-no")).to_have_text("Hand 1")
         sim.shoe.script = [Card.parse(c) for c in UTH_HAND_2 + SPARE]  # the next deck
@@ -494,7 +494,7 @@ async def test_uth_from_the_daemon_the_hand_stays_on_screen_until_the_next_hand_
             "Cards are dealt face down — shown at the reveal", timeout=WAIT_MS)
         await expect(page.get_by_test_id("card")).to_have_count(0)
         await asyncio.wait_for(hand, 60)
-        second = ["No pair", "No pair", "", "No pair", "No pair", ""]
+        second = ["No win", "No win", "", "No win", "No win", ""]
         await expect(tiles).to_have_text(second, timeout=WAIT_MS)
         await expect(page.get_by_test_id("card")).to_have_count(15)
         assert await page.evaluate("window.cardsWhileFaceDown") == 0

@@ -401,7 +401,7 @@ class SignageView:
             elif entry["outcome"] in ("push", "void"):
                 entry["label"] = "Wager returned"
             else:
-                entry["label"] = "No pair"
+                entry["label"] = "No win" if game == "uth" else "No pair"  # UTH lines are not all pairs
         return [seats[p] for p in sorted(seats, key=_position_order)]
 
     def outcome(self) -> dict[str, Any] | None:

@@ -216,7 +216,8 @@ function renderBoxes(m) {
       pair.append(el("span", { class: "grade" }, t("category." + box.pair, {}, box.label)));
       if (box.odds) pair.append(" ", el("span", { class: "odds" }, oddsText(lang, box.odds)));
     } else if (box.pair) {
-      pair.textContent = box.outcome === "push" || box.outcome === "void" ? t("returned") : t("no_pair");
+      pair.textContent = box.outcome === "push" || box.outcome === "void" ? t("returned")
+        : t(m.game === "uth" ? "no_win" : "no_pair");   // not every Ultimate Pairs line is a pair
     }
     tile.append(pair);
     grid.append(tile);
