@@ -51,8 +51,8 @@ KEEPALIVE_S = 15.0
 def public_topics(prefix: str, table: str) -> list[str]:
     """The subscription filters of the display, e.g. ``tablesense/T1/round``.
 
-    Only topics signage may read (the information barrier, docs/security.md): no ``floor/`` topic, no ``alarms``
-    (signage shows no alarms), no ``cmd/``, and no multi-level wildcard.
+    Only topics signage may read (the information barrier, docs/security.md): no ``floor/`` topic, no
+    ``alarms`` (signage shows no alarms), no ``cmd/``, and no multi-level wildcard.
     """
     base = f"{prefix}/{table}"
     return [f"{base}/{s}" for s in ("status", "round", "results", "settlements", "scoreboard", "info",
