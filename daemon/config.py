@@ -43,6 +43,7 @@ __all__ = [
     "MAX_MONEY",
     "MAX_SESSION_EXPIRY",
     "RATE_TEXT",
+    "SIGNAGE_LANGUAGES",
     "BlackjackConfig",
     "BurnConfig",
     "CommissionConfig",
@@ -52,6 +53,7 @@ __all__ = [
     "JournalConfig",
     "MqttConfig",
     "RoundConfig",
+    "SignageConfig",
     "SpotConfig",
     "TableConfig",
     "TlsConfig",
@@ -271,6 +273,18 @@ class IntegrityConfig(_Strict, frozen=True):
     advantage_threshold: str = "0"
 
 
+SIGNAGE_LANGUAGES = ("en", "zh-Hans", "zh-Hant")
+"""Languages of the table display: English, Simplified Chinese, Traditional Chinese (BCP 47 tags)."""
+
+
+class SignageConfig(_Strict, frozen=True):
+    """The table display (``tablesense signage``, docs/signage.md). ``language``: the displays' default
+    language, ``en``, ``zh-Hans`` (Simplified Chinese) or ``zh-Hant`` (Traditional Chinese), published in
+    the table-info message; a display may choose another with its URL (``?lang=zh-Hant``)."""
+
+    language: str = "en"
+
+
 class RoundConfig(_Strict, frozen=True):
     """When the next round starts after one is complete.
 
@@ -310,6 +324,7 @@ class TableConfig(_Strict, frozen=True):
     uth: UthConfig = msgspec.field(default_factory=UthConfig)
     round: RoundConfig = msgspec.field(default_factory=RoundConfig)
     integrity: IntegrityConfig = msgspec.field(default_factory=IntegrityConfig)
+    signage: SignageConfig = msgspec.field(default_factory=SignageConfig)
 
     @property
     def shoe_decks(self) -> int:
@@ -465,6 +480,9 @@ def _validate(cfg: TableConfig) -> None:
     game = get_game(cfg.game)
     _validate_decks(cfg)
     commission = _validate_commission(cfg)
+    if cfg.signage.language not in SIGNAGE_LANGUAGES:
+        raise _err("signage.language", f"{cfg.signage.language[:40]!r} is not a display language "
+                   f"(choose {', '.join(SIGNAGE_LANGUAGES)})")
     try:
         base_rules = game.rules(cfg.decks, None, commission)
     except RulesError as exc:

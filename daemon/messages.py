@@ -36,6 +36,7 @@ __all__ = [
     "BoxResult",
     "CardRecord",
     "CommandRecord",
+    "CommissionInfo",
     "DerivedCell",
     "DeviceStatus",
     "FloorRound",
@@ -149,6 +150,25 @@ class WagerRecord(msgspec.Struct, kw_only=True, frozen=True):
     presence_only: bool = False
 
 
+class CommissionInfo(msgspec.Struct, kw_only=True, frozen=True):
+    """The Banker commission rule in force (standard baccarat; 58 Pa. Code § 631a.13 vigorish, rules.md
+    §1.7): what a winning Banker wager pays less, and how the amount is rounded.
+
+    Attributes:
+        rate: percent of the amount won, e.g. ``"5%"`` (exact; ``"2.5%"``, or a fraction such as
+            ``"1/30"`` when it has no short decimal form).
+        unit: the rounding unit in minor units (1: to the cent; 100: to the whole dollar).
+        rounding: ``half_up`` (to the nearest unit, halves up), ``up``, ``down`` or ``half_even``.
+        text: the rule in one English line for people, e.g. ``"5% commission on Banker wins, rounded up
+            to $1"`` (signage composes its own text in the display's language from the fields above).
+    """
+
+    rate: str
+    unit: int
+    rounding: str
+    text: str
+
+
 class SettlementRecord(msgspec.Struct, kw_only=True, frozen=True):
     """A settled wager as kept in the floor record (same fields as :class:`SettlementMessage`)."""
 
@@ -164,6 +184,7 @@ class SettlementRecord(msgspec.Struct, kw_only=True, frozen=True):
     commission: int
     changed_after_lock: bool
     ts: str
+    commission_rule: CommissionInfo | None = None
 
 
 class AlarmRecord(msgspec.Struct, kw_only=True, frozen=True):
@@ -307,6 +328,10 @@ class RoundResults(Message, frozen=True, tag="tablesense.results"):
     """One per round, for signage and scoreboards; a void round is marked and counts in no statistics.
 
     Attributes:
+        void: the round was voided (every unsettled wager returned).
+        void_reason: why, for players and the floor, when void: ``"void button"`` (the dealer's),
+            ``"voided by the floor"`` (a supervisor's ``void_round`` without a reason), the supervisor's
+            reason (e.g. ``"misdeal"``), or ``"new shoe mid-round"``; never an operator's identity.
         baccarat: the coup (baccarat games), ``None`` when void before it was known.
         boxes: per-box (blackjack) or per-seat (UTH) pair results.
         dealer: the dealer's public cards (blackjack: the up card only; UTH: both, after the reveal).
@@ -319,6 +344,7 @@ class RoundResults(Message, frozen=True, tag="tablesense.results"):
     boxes: tuple[BoxResult, ...] = ()
     dealer: tuple[str, ...] = ()
     board: tuple[str, ...] = ()
+    void_reason: str | None = None
 
 
 class SettlementMessage(Message, frozen=True, tag="tablesense.settlement"):
@@ -334,6 +360,8 @@ class SettlementMessage(Message, frozen=True, tag="tablesense.settlement"):
         commission: minor units of commission on a Banker win (owed, § 631a.13).
         changed_after_lock: the spot changed after the wagers were locked (past-posting); this
             settlement is at the locked value regardless.
+        commission_rule: on every Banker wager at a table that takes commission, the rule the
+            commission was computed by (rate and rounding), whatever the outcome; else ``None``.
     """
 
     spot: str
@@ -347,6 +375,7 @@ class SettlementMessage(Message, frozen=True, tag="tablesense.settlement"):
     net: int
     commission: int = 0
     changed_after_lock: bool = False
+    commission_rule: CommissionInfo | None = None
 
 
 class AlarmMessage(Message, frozen=True, tag="tablesense.alarm"):
@@ -431,10 +460,11 @@ class PaytableLine(msgspec.Struct, kw_only=True, frozen=True):
     """One line of a wager's paytable as signage shows it.
 
     Attributes:
-        category: what wins, e.g. ``perfect_pair``, ``tie`` (``paytable`` when only the paytable's name is
-            known).
+        category: what wins, e.g. ``perfect_pair``, ``tie``, ``win_by_9`` (the settlement's category;
+            ``paytable`` when only the paytable's name is known).
         label: the category for people, e.g. ``"Perfect Pair"``.
-        odds: e.g. ``"25 to 1"`` (exact, from the rules core), or the paytable's name.
+        odds: e.g. ``"25 to 1"`` (exact, from the rules core), ``"push"`` (the stake is returned), or
+            the paytable's name.
     """
 
     category: str
@@ -472,9 +502,13 @@ class TableInfo(Message, frozen=True, tag="tablesense.table_info"):
         decks: decks in the shoe.
         currency: ISO 4217 code, e.g. ``"EUR"``; ``minor_unit``: digits of the minor unit (2: cents).
         wagers: the side wagers offered (Perfect Pairs, Tie, Dragon 7 ...), with paytable and limits.
-        main_wagers: the main wagers (Player, Banker, blackjack, Ante), with their limits.
+        main_wagers: the main wagers (Player, Banker, blackjack, Ante), with their limits and, for the
+            wagers tablesense settles (Player, Banker), their odds lines.
         commission: the Banker commission rate, e.g. ``"5%"`` (baccarat with commission), else ``None``.
+        commission_rule: the whole commission rule (rate, rounding unit and direction), else ``None``.
         seats: the seats (boxes) in order; spots: the bet-pad spots and what each stands for.
+        language: the displays' default language (``[signage] language``: ``en``, ``zh-Hans`` or
+            ``zh-Hant``); each display may choose another (docs/signage.md).
     """
 
     game: str
@@ -486,6 +520,8 @@ class TableInfo(Message, frozen=True, tag="tablesense.table_info"):
     commission: str | None = None
     seats: tuple[str, ...] = ()
     spots: tuple[SpotInfo, ...] = ()
+    commission_rule: CommissionInfo | None = None
+    language: str = "en"
 
 
 # --- the baccarat scoreboard (daemon.scoreboard builds it) ----------------------------------------

@@ -116,10 +116,12 @@ class SimTable:
     """A simulated shoe and bet pads for ``config`` on ptys in ``directory`` (symlinks ``shoe``, ``pads``).
 
     ``seed``: shuffles and wagers. ``cards``: a scripted card sequence instead of shuffled shoes (no burn,
-    no cut card). ``pace``: seconds per card (0: as fast as the daemon acknowledges). ``ack_timeout``:
-    seconds to wait for the daemon's acknowledgement before raising ``TimeoutError`` (``None``: wait for
-    ever; the devices resend unacknowledged frames every second, so a daemon that crashed and was
-    restarted takes them). ``on_wait(device, seq, seconds)``: called every 30 s of waiting.
+    no cut card). ``pace``: seconds per card (0: as fast as the daemon acknowledges). ``betting``: seconds
+    the betting stays open before no-more-bets (the demo's players read the last round's results on the
+    table display meanwhile; 0: none). ``ack_timeout``: seconds to wait for the daemon's acknowledgement
+    before raising ``TimeoutError`` (``None``: wait for ever; the devices resend unacknowledged frames
+    every second, so a daemon that crashed and was restarted takes them). ``on_wait(device, seq,
+    seconds)``: called every 30 s of waiting.
     ``on_card(seq, t)``: called after each card frame is written (``t``: ``loop.time()``), for latency.
     ``links``: role (``shoe``, ``pads``) -> pty symlink path, instead of ``directory/<role>`` (used by
     ``tablesense simulate table``, which puts the devices where the table config's urls point).
@@ -128,8 +130,10 @@ class SimTable:
     def __init__(self, config: TableConfig, directory: str | Path, *, seed: int = 1,
                  cards: Iterable[Card | str] | None = None, pace: float = 0.0,
                  ack_timeout: float | None = 30.0, cut_card_at: int | None = None, on_card: Any = None,
-                 links: Mapping[str, str | Path] | None = None, on_wait: Any = None) -> None:
+                 links: Mapping[str, str | Path] | None = None, on_wait: Any = None,
+                 betting: float = 0.0) -> None:
         self.config = config
+        self.betting = betting
         self.directory = Path(directory)
         self.rng = random.Random(seed)
         self.pace = pace
@@ -262,6 +266,8 @@ class SimTable:
         bets = dict(wagers) if wagers is not None else choose_wagers(self.config, self.rng)
         rnd = DealtRound(len(self.rounds) + 1, bets)
         await self.pads_frames(self.pads.open_round(bets))
+        if self.betting:
+            await asyncio.sleep(self.betting)
         await self.pads_frames(self.pads.no_more_bets())
         game = self.config.game
         if game in ("baccarat", "ez-baccarat"):

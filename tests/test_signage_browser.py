@@ -1,22 +1,26 @@
 """The signage page in a real headless Chromium (Debian's package), driven by Playwright's Python API.
 
 A real Mosquitto owned by the test; messages published the way the daemon publishes them (same topics,
-same payloads from daemon/messages.py and daemon/scoreboard.py). Assertions are on what a player sees:
-the roads' cells and colours, the pair-win banner, the offline notices, the blackjack pair results.
-
-Set TABLESENSE_SCREENSHOTS=docs/screenshots to refresh the screenshots README.md links to.
+same payloads from daemon/messages.py and daemon/scoreboard.py), or by the daemon itself from a simulated
+shoe. Assertions are on what a player sees: the roads' cells and colours, the pair-win banner, the
+notices ("Connecting…", "Table closed", "Feed offline"), the blackjack and UTH pair results, and that the
+technician's detail appears only with ``?operator=1``. Sizes and layout: tests/test_signage_layout.py;
+the screenshots in docs/screenshots come from docs/screenshots/make.py.
 """
 
 from __future__ import annotations
 
-import os
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import aiomqtt
 import msgspec
 import pytest
+from e2e_support import start_table
+from signage_support import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, TS, VIEWPORT, WAIT_MS, TablePublisher
 
 from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
 from tablesense.daemon.config import load_config
@@ -24,13 +28,11 @@ from tablesense.daemon.messages import (
     BaccaratOutcome,
     BoxResult,
     DeviceStatus,
-    Message,
     PublicCard,
     RoundResults,
     RoundState,
     SettlementMessage,
     TableStatus,
-    encode_message,
 )
 from tablesense.daemon.rules.cards import Card
 from tablesense.daemon.rules.pairs import BACCARAT_PERFECT_PAIRS, classify_pair
@@ -38,39 +40,15 @@ from tablesense.daemon.scoreboard import Scoreboard
 from tablesense.daemon.signage.info import table_info
 from tablesense.daemon.signage.server import start_signage
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 ROOT = Path(__file__).resolve().parents[1]
 EZUGI = ROOT / "tests" / "data" / "real-shoes" / "ezugi_queenco_32100_2022-11-28.jsonl"
-TS = "2026-11-29T12:00:00Z"
-WAIT_MS = 20_000  # how long Playwright waits for the page to show something (a wait, not a speed check)
 
 pytestmark = [
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium binary at {CHROMIUM}: install Debian's "
-                       "'chromium' package (.ci/run does) to run the browser tests"),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=NO_CHROMIUM),
     pytest.mark.skipif(mosquitto_binary() is None, reason="the mosquitto binary is not installed"),
 ]
 
 from playwright.async_api import Page, async_playwright, expect  # noqa: E402
-
-
-class TablePublisher:
-    """Publishes to ``{prefix}/{table}/...`` like the daemon: JSON from msgspec Structs, QoS 1, retained
-    state topics (status, round, devices, scoreboard, info), a table-wide seq and msg_id."""
-
-    def __init__(self, client: aiomqtt.Client, prefix: str, table: str) -> None:
-        self.client, self.prefix, self.table, self.seq = client, prefix, table, 0
-
-    async def send(self, suffix: str, msg: Message, retain: bool = False) -> None:
-        self.seq += 1
-        msg = msgspec.structs.replace(msg, seq=self.seq, msg_id=f"{self.table}-{self.seq}")
-        await self.client.publish(f"{self.prefix}/{self.table}/{suffix}", encode_message(msg), qos=1,
-                                  retain=retain)
-
-    async def raw(self, suffix: str, payload: bytes | dict[str, Any], retain: bool = False) -> None:
-        data = payload if isinstance(payload, bytes) else msgspec.json.encode(payload)
-        await self.client.publish(f"{self.prefix}/{self.table}/{suffix}", data, qos=1, retain=retain)
 
 
 @pytest.fixture
@@ -84,25 +62,10 @@ async def page() -> AsyncIterator[Page]:
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:
-            pg = await browser.new_page(viewport={"width": 1920, "height": 1080})
+            pg = await browser.new_page(viewport=VIEWPORT)
             yield pg
         finally:
             await browser.close()
-
-
-def shot_path(tmp_path: Path, name: str) -> list[Path]:
-    out = [tmp_path / name]
-    target = os.environ.get("TABLESENSE_SCREENSHOTS")
-    if target:
-        out.append((ROOT / target if not os.path.isabs(target) else Path(target)) / name)
-    return out
-
-
-async def screenshot(page: Page, tmp_path: Path, name: str) -> None:
-    for path in shot_path(tmp_path, name):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        await page.screenshot(path=str(path))
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def positions(n: int, player_cards: int) -> list[str]:
@@ -238,19 +201,23 @@ async def test_baccarat_shoe_roads_pair_banner_and_offline_notices(
             await expect(banner).to_have_text("Player Perfect Pair — 25 to 1")
             await expect(bead_cells).to_have_count(25, timeout=WAIT_MS)
             await expect(page.get_by_test_id("card")).to_have_count(4)
-            await expect(page.get_by_test_id("outcome")).to_have_text("Banker wins 9 – 6")
+            await expect(page.get_by_test_id("outcome-text")).to_have_text("Banker wins 9 – 6 · Natural")
             wagers = page.get_by_test_id("wager-list")
             await expect(wagers).to_contain_text("Perfect Pairs")
             await expect(wagers).to_contain_text("25 to 1")
             await expect(wagers).to_contain_text("€5 – €200")
             assert "FLOOR-ONLY-7Q" not in await page.content()
-            await screenshot(page, tmp_path, "signage-baccarat.png")
 
             # the daemon stops cleanly: retained status "offline"
             await pub.send("status", TableStatus(table=table, ts=TS, state="offline"), retain=True)
             notice = page.get_by_test_id("offline-notice")
             await expect(notice).to_be_visible(timeout=WAIT_MS)
-            await expect(notice).to_have_text("Table offline")
+            await expect(notice).to_have_text("Table closed")
+            await pub.send("status", TableStatus(table=table, ts=TS, state="online"), retain=True)
+            await expect(notice).to_be_hidden(timeout=WAIT_MS)
+            # a daemon that runs but refuses to settle (damaged journal) closes the table too
+            await pub.send("status", TableStatus(table=table, ts=TS, state="refusing"), retain=True)
+            await expect(notice).to_have_text("Table closed", timeout=WAIT_MS)
             await pub.send("status", TableStatus(table=table, ts=TS, state="online"), retain=True)
             await expect(notice).to_be_hidden(timeout=WAIT_MS)
 
@@ -265,7 +232,6 @@ async def test_baccarat_shoe_roads_pair_banner_and_offline_notices(
             await pub.send("status", TableStatus(table=table, ts=TS, state="online"), retain=True)
             await pub.send("scoreboard", board.message(table, ts=TS), retain=True)
             await expect(notice).to_be_hidden(timeout=WAIT_MS)
-            await expect(page.get_by_test_id("feed-status")).to_have_text("feed live")
     finally:
         await stop()
     # the signage server itself stops: the page's event stream fails and it says so
@@ -284,7 +250,10 @@ async def test_baccarat_shoe_roads_pair_banner_and_offline_notices(
         await stop2()
 
 
-async def test_blackjack_pair_results_per_box(broker: MosquittoBroker, page: Page, tmp_path: Path) -> None:
+async def test_blackjack_pair_results_per_box_while_the_round_is_played(broker: MosquittoBroker, page: Page
+                                                                         ) -> None:
+    """Perfect Pairs settles once the box's two cards are out: its result (with the odds) is on the page
+    during the play, not only after the round."""
     cfg = load_config(ROOT / "deploy/examples/blackjack.toml")
     table, prefix = cfg.table, "ts-browser-bj"
     url, stop = await open_signage(broker, table, prefix, info=table_info(cfg))
@@ -315,23 +284,32 @@ async def test_blackjack_pair_results_per_box(broker: MosquittoBroker, page: Pag
                     table=table, ts=TS, shoe=3, round=12, spot=f"{box}PP", seat=box, bet="perfect_pairs",
                     hand=None, stake=1000, outcome="win" if cat else "lose", category=cat or "no_pair",
                     odds=odds, net=(12000 if odds == "12 to 1" else 25000) if cat else -1000))
+            pair_cells = page.get_by_test_id("box-pair")
+            expected = ["Colored Pair 12 to 1", "Perfect Pair 25 to 1", "", "No pair", "Colored Pair 12 to 1"]
+            await expect(pair_cells).to_have_text(expected, timeout=WAIT_MS)  # before any results message
+            await expect(page.get_by_test_id("phase")).to_have_text("Playing")
             await pub.send("results", RoundResults(
                 table=table, ts=TS, shoe=3, round=12, game="blackjack", dealer=("KS",),
                 boxes=tuple(BoxResult(position=b, cards=c, pair=grades[b][0] or "no_pair")
                             for b, c in boxes.items())))
-            rows = page.get_by_test_id("box-result")
-            await expect(rows).to_have_count(4, timeout=WAIT_MS)
-            await expect(page.get_by_test_id("game")).to_have_text("Blackjack")
-            pair_cells = page.get_by_test_id("box-pair")
-            await expect(pair_cells).to_have_text(["Colored Pair — 12 to 1", "Perfect Pair — 25 to 1",
-                                                   "No pair", "Colored Pair — 12 to 1"])
-            await expect(page.get_by_test_id("pair-banner")).to_have_text(
-                ["Box 1 Colored Pair — 12 to 1", "Box 2 Perfect Pair — 25 to 1",
-                 "Box 5 Colored Pair — 12 to 1"])
+            await pub.send("round", RoundState(table=table, ts=TS, shoe=3, round=12, game="blackjack",
+                                               phase="complete", cards=tuple(cards)), retain=True)
+            await expect(page.get_by_test_id("phase")).to_have_text("Round complete", timeout=WAIT_MS)
+            await expect(pair_cells).to_have_text(expected)
+            await expect(page.get_by_test_id("box-result")).to_have_count(5)  # every box of the table
+            await expect(page.locator('[data-testid="box-result"].hit')).to_have_count(3)
             await expect(page.get_by_test_id("roads")).to_be_hidden()
             await expect(page.get_by_test_id("wager-list")).to_contain_text("Perfect Pair")
-            await expect(page.get_by_test_id("hand")).to_have_count(5)  # dealer + 4 boxes
-            await screenshot(page, tmp_path, "signage-blackjack.png")
+            await expect(page.get_by_test_id("hand")).to_have_count(1)  # the dealer; boxes are tiles
+            await expect(page.get_by_test_id("card")).to_have_count(9)
+            # betting on the next round keeps them; no-more-bets clears them
+            head = {"table": table, "ts": TS, "shoe": 3, "round": 13, "game": "blackjack"}
+            await pub.send("round", RoundState(**head, phase="betting"), retain=True)
+            await expect(page.get_by_test_id("round-no")).to_have_text("Shoe 3 · Round 13", timeout=WAIT_MS)
+            await expect(pair_cells).to_have_text(expected)
+            await pub.send("round", RoundState(**head, phase="dealing"), retain=True)
+            await expect(page.get_by_test_id("card")).to_have_count(0, timeout=WAIT_MS)
+            await expect(pair_cells).to_have_text(["", "", "", "", ""])
     finally:
         await stop()
 
@@ -368,7 +346,7 @@ async def test_demo_shoe_end_to_end_on_the_page(broker: MosquittoBroker, page: P
     url, stop = await open_signage(broker, "demo-baccarat", "tablesense")
     try:
         await page.goto(url)
-        await expect(page.get_by_test_id("feed-status")).to_have_text("feed live", timeout=WAIT_MS)
+        await expect(page.get_by_test_id("offline-notice")).to_have_text("Connecting…", timeout=WAIT_MS)
         buf = io.StringIO()
         await run_demo("baccarat", rounds, 1, broker=(broker.host, broker.port), out=buf)
         out = buf.getvalue()
@@ -407,8 +385,7 @@ async def test_demo_shoe_end_to_end_on_the_page(broker: MosquittoBroker, page: P
         await expect(page.get_by_test_id("outcome")).to_contain_text(shown)
         # the demo stopped its daemon cleanly: the retained status says offline
         notice = page.get_by_test_id("offline-notice")
-        await expect(notice).to_have_text("Table offline", timeout=WAIT_MS)
-        await screenshot(page, tmp_path, "signage-demo-end.png")
+        await expect(notice).to_have_text("Table closed", timeout=WAIT_MS)
     finally:
         await stop()
 
@@ -424,10 +401,13 @@ async def test_uth_seat_pair_results_after_the_reveal(broker: MosquittoBroker, p
             await page.goto(url)
             await expect(page.get_by_test_id("game")).to_have_text("Ultimate Texas Hold 'Em", timeout=WAIT_MS)
             # before the reveal the daemon publishes no card of a UTH round (information barrier)
-            head = {"table": table, "ts": TS, "shoe": 1, "round": 4, "game": "uth"}
+            head = {"table": table, "ts": TS, "shoe": 4, "round": 1, "game": "uth"}
             await pub.send("round", RoundState(**head, phase="playing"), retain=True)
-            await expect(page.get_by_test_id("phase")).to_have_text("playing", timeout=WAIT_MS)
+            await expect(page.get_by_test_id("phase")).to_have_text("Playing", timeout=WAIT_MS)
+            await expect(page.get_by_test_id("round-no")).to_have_text("Hand 4")
             await expect(page.get_by_test_id("card")).to_have_count(0)
+            await expect(page.get_by_test_id("outcome-text")).to_have_text(
+                "Cards are dealt face down — shown at the reveal")
             hands = {"2": ("AS", "KS"), "5": ("7H", "2C"), "dealer": ("AD", "9C"),
                      "board": ("3D", "JC", "QH", "4S", "8D")}
             cards, i = [], 0
@@ -438,18 +418,159 @@ async def test_uth_seat_pair_results_after_the_reveal(broker: MosquittoBroker, p
             await pub.send("round", RoundState(**head, phase="reveal", cards=tuple(cards), revealed=True),
                            retain=True)
             await pub.send("settlements", SettlementMessage(
-                table=table, ts=TS, shoe=1, round=4, spot="2UP", seat="2", bet="ultimate_pairs", hand=None,
+                table=table, ts=TS, shoe=4, round=1, spot="U2", seat="2", bet="ultimate_pairs", hand=None,
                 stake=500, outcome="win", category="ace_king_suited", odds="25 to 1", net=12500))
+            await pub.send("settlements", SettlementMessage(
+                table=table, ts=TS, shoe=4, round=1, spot="U5", seat="5", bet="ultimate_pairs", hand=None,
+                stake=500, outcome="lose", category="lose", odds=None, net=-500))
             await pub.send("results", RoundResults(
-                table=table, ts=TS, shoe=1, round=4, game="uth", dealer=hands["dealer"], board=hands["board"],
+                table=table, ts=TS, shoe=4, round=1, game="uth", dealer=hands["dealer"], board=hands["board"],
                 boxes=(BoxResult(position="2", cards=hands["2"], pair="ace_king_suited"),
                        BoxResult(position="5", cards=hands["5"], pair="lose"))))
-            await expect(page.get_by_test_id("pair-banner")).to_have_text(
-                ["Seat 2 Ace King Suited — 25 to 1"], timeout=WAIT_MS)
-            await expect(page.get_by_test_id("box-pair")).to_have_text(
-                ["Ace King Suited — 25 to 1", "No pair"])
+            seat = '[data-testid="box-result"][data-position="{}"] [data-testid="box-pair"]'
+            await expect(page.locator(seat.format(2))).to_have_text("A-K suited 25 to 1", timeout=WAIT_MS)
+            await expect(page.locator(seat.format(5))).to_have_text("No win")
             await expect(page.get_by_test_id("card")).to_have_count(11)
             await expect(page.locator('[data-testid="hand"][data-position="board"] [data-testid="card"]')
                          ).to_have_count(5)
+    finally:
+        await stop()
+
+
+UTH_HAND_1 = ["AS", "7H", "QC", "AD", "JS", "KS", "7D", "9D", "AH", "10H", "10S", "4C", "2D", "QH", "3S"]
+"""Seats 1, 2, 4, 5 and the dealer card by card, then the board: A♠ K♠ (A-K suited), 7♥ 7♦ (a low pair),
+Q♣ 9♦ (nothing), A♦ A♥ (A-A); dealer J♠ 10♥; board 10♠ 4♣ 2♦ Q♥ 3♠."""
+UTH_HAND_2 = ["KC", "2H", "5S", "6D", "8C", "3H", "9C", "JD", "4S", "9S", "KD", "7H", "2C", "10D", "QS"]
+"""No seat holds a paying line: K♣ 3♥, 2♥ 9♣, 5♠ J♦, 6♦ 4♠; dealer 8♣ 9♠; board K♦ 7♥ 2♣ 10♦ Q♠."""
+UTH_WAGERS = {"A1": 2000, "U1": 1000, "A2": 1000, "U2": 500, "A4": 5000, "U4": 500, "A5": 1000, "U5": 2500}
+SPARE = ["2S", "3D", "4H", "5D"]
+
+RECORD_CARDS_JS = """
+() => {
+  window.cardsWhileFaceDown = 0;
+  const look = () => {
+    const phase = document.querySelector('[data-testid="phase"]').dataset.phase;
+    const n = document.querySelectorAll('[data-testid="card"]').length;
+    const before = document.querySelector('[data-testid="phase"]').dataset.revealed !== 'true';
+    if ((phase === 'dealing' || phase === 'reveal') && before && n > window.cardsWhileFaceDown) {
+      window.cardsWhileFaceDown = n;
+    }
+  };
+  new MutationObserver(look).observe(document.body, {subtree: true, childList: true, characterData: true,
+                                                    attributes: true});
+}
+"""
+
+
+async def test_uth_from_the_daemon_the_hand_stays_on_screen_until_the_next_hand_closes_betting(
+        broker: MosquittoBroker, page: Page, tmp_path: Path) -> None:
+    """The daemon deals UTH from a fresh deck every hand (a new shoe, round 1): the page numbers hands by
+    the deck ("Hand 2", not "Round 1"), shows the revealed hand with its pair results while the next hand
+    is open for betting, says the cards are face down from no-more-bets to the reveal, and never shows a
+    card of a hand before its reveal."""
+    config, sim, daemon, _rec = await start_table(broker, tmp_path, "uth", cards=UTH_HAND_1 + SPARE)
+    url, stop = await start_signage(broker.host, broker.port, config.table, config.mqtt.topic_prefix,
+                                    "127.0.0.1:0")
+    try:
+        await page.goto(url)
+        await sim.play_round(UTH_WAGERS)
+        tiles = page.get_by_test_id("box-pair")
+        first = ["A-K suited 25 to 1", "Pair 2s–10s 3 to 1", "", "No win", "A-A 30 to 1", ""]
+        await expect(tiles).to_have_text(first, timeout=WAIT_MS)
+        await expect(page.get_by_test_id("round-no")).to_have_text("Hand 1")
+        sim.shoe.script = [Card.parse(c) for c in UTH_HAND_2 + SPARE]  # the next deck
+        sim.betting, sim.pace = 8.0, 0.3  # time to look: 8 s of betting, then 0.3 s per card
+        hand = asyncio.create_task(sim.play_round(UTH_WAGERS))
+        # hand 2 is open for betting: hand 1 is still on screen
+        await expect(page.get_by_test_id("round-no")).to_have_text("Hand 2", timeout=WAIT_MS)
+        await expect(page.get_by_test_id("phase")).to_have_text("Place your bets")
+        await expect(tiles).to_have_text(first)
+        await expect(page.get_by_test_id("outcome-round")).to_have_text("Hand 1")
+        await expect(page.locator('[data-testid="hand"][data-position="board"] [data-testid="card"]')
+                     ).to_have_count(5)
+        await page.evaluate(RECORD_CARDS_JS)
+        # no more bets: the last hand goes, the new one is face down until the reveal
+        await expect(page.get_by_test_id("outcome-text")).to_have_text(
+            "Cards are dealt face down — shown at the reveal", timeout=WAIT_MS)
+        await expect(page.get_by_test_id("card")).to_have_count(0)
+        await asyncio.wait_for(hand, 60)
+        second = ["No win", "No win", "", "No win", "No win", ""]
+        await expect(tiles).to_have_text(second, timeout=WAIT_MS)
+        await expect(page.get_by_test_id("card")).to_have_count(15)
+        assert await page.evaluate("window.cardsWhileFaceDown") == 0
+    finally:
+        await stop()
+        assert await daemon.terminate() == 0
+
+
+async def test_first_load_says_connecting_until_the_first_message(broker: MosquittoBroker, page: Page
+                                                                 ) -> None:
+    """No alarm before anything is known: "Connecting…" (not "Feed offline", not "table unknown") while
+    the broker cannot be reached yet and until the table's first message; then nothing."""
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    url, stop = await start_signage("127.0.0.1", dead, "T1", "ts-browser-connect", "127.0.0.1:0")
+    try:
+        await page.goto(url)
+        notice = page.get_by_test_id("offline-notice")
+        await expect(notice).to_have_text("Connecting…", timeout=WAIT_MS)
+        await page.wait_for_timeout(1500)  # several failed attempts (backoff 0.2 s ...)
+        await expect(notice).to_have_text("Connecting…")
+        await expect(notice).to_have_attribute("data-kind", "connecting")
+        text = await page.locator("body").inner_text()
+        assert "offline" not in text.lower() and "unknown" not in text.lower()
+    finally:
+        await stop()
+    url, stop = await open_signage(broker, "T1", "ts-browser-connect")
+    try:
+        await page.goto(url)
+        notice = page.get_by_test_id("offline-notice")
+        await expect(notice).to_have_text("Connecting…", timeout=WAIT_MS)
+        async with aiomqtt.Client(broker.host, broker.port) as client:
+            pub = TablePublisher(client, "ts-browser-connect", "T1")
+            await page.wait_for_timeout(500)  # connected to the broker, but no table message yet
+            await expect(notice).to_have_text("Connecting…")
+            await pub.send("status", TableStatus(table="T1", ts=TS, state="online"), retain=True)
+            await expect(notice).to_be_hidden(timeout=WAIT_MS)
+    finally:
+        await stop()
+
+
+async def test_technicians_detail_only_with_operator_1_and_a_favicon(broker: MosquittoBroker, page: Page
+                                                                     ) -> None:
+    prefix, table = "ts-browser-op", "bac-01"
+    url, stop = await open_signage(broker, table, prefix, info=table_info(
+        load_config(ROOT / "deploy/examples/baccarat.toml")))
+    missing: list[str] = []
+    page.on("response", lambda r: missing.append(r.url) if r.status >= 400 else None)
+    try:
+        async with aiomqtt.Client(broker.host, broker.port) as client:
+            pub = TablePublisher(client, prefix, table)
+            await pub.send("status", TableStatus(table=table, ts=TS, state="online"), retain=True)
+            for name, state in (("shoe", "disconnected"), ("pads", "disconnected")):
+                await pub.send(f"devices/{name}", DeviceStatus(table=table, ts=TS, name=name, state=state),
+                               retain=True)
+            await pub.send("round", RoundState(table=table, ts=TS, shoe=1, round=1, game="baccarat",
+                                               phase="betting"), retain=True)
+            await page.goto(url)
+            await expect(page.get_by_test_id("phase")).to_have_text("Place your bets", timeout=WAIT_MS)
+            await expect(page.get_by_test_id("operator")).to_be_hidden()
+            text = await page.locator("body").inner_text()
+            for technical in (prefix, "disconnected", "shoe:", "feed", "rejected"):
+                assert technical not in text, technical
+            await page.goto(url + "?operator=1")
+            footer = page.get_by_test_id("operator")
+            await expect(footer).to_be_visible(timeout=WAIT_MS)
+            await expect(footer).to_contain_text(f"{prefix}/{table}")
+            await expect(footer).to_contain_text("shoe: disconnected")
+            await expect(footer).to_contain_text("feed live")
+            await expect(page.get_by_test_id("phase")).to_have_text("Place your bets")
+        async with aiohttp.ClientSession() as http, http.get(url + "favicon.ico") as r:
+            assert r.status == 200 and r.content_type == "image/x-icon"
+            assert (await r.read())[:4] == b"\x00\x00\x01\x00"  # an ICO file
+        assert not missing, missing
     finally:
         await stop()

@@ -124,9 +124,43 @@ def test_page_loads_nothing_from_elsewhere() -> None:
     static = ROOT / "daemon/signage/static"
     html = (static / "index.html").read_text()
     refs = re.findall(r'(?:src|href)="([^"]+)"', html)
-    assert sorted(refs) == ["/static/app.js", "/static/style.css"]
-    js = (static / "app.js").read_text()
-    loads = re.findall(r"(?:fetch|EventSource|XMLHttpRequest|import)\s*\(?\s*[\"']([^\"']+)", js)
-    assert loads == ["/events"]
+    assert sorted(refs) == ["/favicon.ico", "/static/app.js", "/static/i18n.js", "/static/style.css"]
+    for name in ("app.js", "i18n.js"):
+        js = (static / name).read_text()
+        loads = re.findall(r"(?:fetch|EventSource|XMLHttpRequest|import)\s*\(?\s*[\"']([^\"']+)", js)
+        assert loads == (["/events"] if name == "app.js" else [])
+        assert "http://" not in js.replace('"http://www.w3.org/2000/svg"', "") and "https://" not in js
     css = (static / "style.css").read_text()
     assert "@import" not in css and "url(" not in css
+
+
+async def test_feed_state_is_connecting_until_the_broker_was_reached_once(broker: MosquittoBroker) -> None:
+    """A display whose broker cannot be reached yet says "connecting", not "disconnected" (the page's
+    "Feed offline" alarm); only losing a broker it had makes it "disconnected"."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    url, stop = await start_signage("127.0.0.1", dead, "T1", "ts-server-2", "127.0.0.1:0")
+    try:
+        async with aiohttp.ClientSession() as http:
+            await asyncio.sleep(1.5)  # several failed attempts (backoff from 0.2 s)
+            async with http.get(url + "state") as r:
+                state = await r.json()
+            assert (state["broker"], state["received"], state["table_status"]) == ("connecting", 0, "unknown")
+            async with http.get(url + "favicon.ico") as r:
+                assert r.status == 200 and r.content_type == "image/x-icon"
+    finally:
+        await stop()
+    url, stop = await start_signage(broker.host, broker.port, "T1", "ts-server-2", "127.0.0.1:0")
+    try:
+        async with aiohttp.ClientSession() as http:
+            await state_until(http, url, lambda s: s["broker"] == "connected")
+            broker.stop()
+            state = await state_until(http, url, lambda s: s["broker"] != "connected")
+            assert state["broker"] == "disconnected"
+            broker.start()
+            await state_until(http, url, lambda s: s["broker"] == "connected")
+    finally:
+        await stop()

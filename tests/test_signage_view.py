@@ -66,30 +66,121 @@ def test_money_and_labels_without_floats() -> None:
     assert format_money(2550, "EUR") == "€25.50"
     assert format_money(123456789, "USD") == "$1,234,567.89"
     assert format_money(500, "XYZ", 0) == "500 XYZ"
-    assert category_label("ace_queen_or_jack_suited") == "Ace Queen Or Jack Suited"
+    assert category_label("ace_queen_or_jack_suited") == "A-Q or A-J suited"
+    assert category_label("perfect_pair") == "Perfect Pair"
+    assert category_label("some_new_line") == "Some New Line"
+
+
+def rs(table: str, game: str, shoe: int, rnd: int, phase: str, cards: tuple[PublicCard, ...] = (),
+       **kw: object) -> object:
+    return b(RoundState(table=table, ts=TS, shoe=shoe, round=rnd, game=game, phase=phase, cards=cards, **kw))
 
 
 def test_baccarat_pair_banner_from_settlement_with_its_odds() -> None:
     v = SignageView("T1")
-    v.handle("round", b(RoundState(table="T1", ts=TS, shoe=1, round=4, game="baccarat", phase="dealing")))
+    v.handle("round", rs("T1", "baccarat", 1, 4, "dealing"))
     for seat in ("3", "5"):
         v.handle("settlements", b(settlement(4, "perfect_pairs", "player", seat, "win", "perfect_pair",
                                              "25 to 1")))
     v.handle("settlements", b(settlement(4, "perfect_pairs", "banker", "5", "lose", "no_pair", None)))
     assert [x["text"] for x in v.banners()] == ["Player Perfect Pair — 25 to 1"]  # two winners, one banner
+    assert v.banners()[0]["position"] == "player"
     # the results add nothing new for the Player; a Banker pair nobody bet on gets a banner from info odds
     v.handle("info", table_info(load_config(ROOT / "deploy/examples/baccarat.toml")))
     v.handle("results", b(RoundResults(table="T1", ts=TS, shoe=1, round=4, game="baccarat", baccarat=coup(
         "banker", ("QH", "QH"), ("5D", "5S", "KC"), 0, 0 + 5 + 5 - 10, pp=True, bp=True))))
     texts = [x["text"] for x in v.banners()]
     assert texts == ["Player Perfect Pair — 25 to 1", "Banker Mixed Pair — 6 to 1"]
+    assert v.to_dict()["outcome"]["text"] == "Banker wins 0 – 0" and v.to_dict()["outcome"]["current"]
     # while the next round is open for betting, players still read the last result and its banners
-    v.handle("round", b(RoundState(table="T1", ts=TS, shoe=1, round=5, game="baccarat", phase="betting")))
-    assert len(v.banners()) == 2 and v.to_dict()["last_round"] == 4 and v.to_dict()["round"] == 5
+    v.handle("round", rs("T1", "baccarat", 1, 5, "betting"))
+    d = v.to_dict()
+    assert len(v.banners()) == 2 and d["last_round"] == 4 and d["round"] == 5
+    assert d["outcome"]["round"] == 4 and not d["outcome"]["current"]
+    assert [h["cards"] for h in d["hands"]] == [["QH", "QH"], ["5D", "5S", "KC"]]
+    assert [h["won"] for h in d["hands"]] == [False, True]
+    # no-more-bets by button (round.start = "button"): a baccarat display keeps them until the first card
+    v.handle("round", rs("T1", "baccarat", 1, 5, "dealing"))
+    assert len(v.banners()) == 2 and v.to_dict()["outcome"]["round"] == 4
     # the next round's first card clears them
-    v.handle("round", b(RoundState(table="T1", ts=TS, shoe=1, round=5, game="baccarat", phase="dealing",
-                                   cards=(PublicCard(index=1, card="2C", position="player"),))))
-    assert v.banners() == [] and v.to_dict()["results"] is None and v.to_dict()["last_round"] is None
+    first = (PublicCard(index=1, card="2C", position="player"),)
+    v.handle("round", rs("T1", "baccarat", 1, 5, "dealing", first))
+    d = v.to_dict()
+    assert v.banners() == [] and d["results"] is None and d["last_round"] is None and d["outcome"] is None
+    assert d["hands"] == [{"position": "player", "cards": ["2C"], "total": 2, "won": False},
+                          {"position": "banker", "cards": [], "total": None, "won": False}]
+
+
+def test_blackjack_pair_results_show_as_each_box_settles_and_stay_until_betting_closes() -> None:
+    """Perfect Pairs settles once the box's two cards are out (seed 001): its result is on the display from
+    then on (not only after the round), and stays until the next round's no-more-bets."""
+    v = SignageView("BJ")
+    v.handle("info", table_info(load_config(ROOT / "deploy/examples/blackjack.toml")))
+    cards = (PublicCard(index=1, card="8H", position="1"), PublicCard(index=2, card="9C", position="3"),
+             PublicCard(index=3, card="KS", position="dealer"), PublicCard(index=4, card="8D", position="1"))
+    v.handle("round", rs("BJ", "blackjack", 1, 2, "dealing", cards))
+    v.handle("settlements", b(settlement(2, "perfect_pairs", None, "1", "win", "colored_pair", "12 to 1")))
+    boxes = v.to_dict()["boxes"]
+    assert [(x["position"], x["cards"], x["pair"], x["hit"], x["odds"]) for x in boxes] == [
+        ("1", ["8H", "8D"], "colored_pair", True, "12 to 1"), ("3", ["9C"], None, False, None)]
+    assert boxes[0]["label"] == "Colored Pair — 12 to 1"
+    assert v.to_dict()["seats"] == ["1", "2", "3", "4", "5"]
+    assert v.to_dict()["hands"] == [{"position": "dealer", "cards": ["KS"], "total": None, "won": False}]
+    cards = (*cards, PublicCard(index=5, card="2D", position="3"))
+    v.handle("round", rs("BJ", "blackjack", 1, 2, "playing", cards))
+    v.handle("settlements", b(settlement(2, "perfect_pairs", None, "3", "lose", "no_pair", None)))
+    boxes_out = (BoxResult(position="1", cards=("8H", "8D"), pair="colored_pair"),
+                 BoxResult(position="3", cards=("9C", "2D"), pair="no_pair"))
+    v.handle("results", b(RoundResults(table="BJ", ts=TS, shoe=1, round=2, game="blackjack", dealer=("KS",),
+                                       boxes=boxes_out)))
+    v.handle("round", rs("BJ", "blackjack", 1, 2, "complete", cards))
+    v.handle("round", rs("BJ", "blackjack", 1, 3, "betting"))  # round.start = "button": betting is a phase
+    boxes = v.to_dict()["boxes"]
+    assert [(x["position"], x["cards"], x["label"]) for x in boxes] == [
+        ("1", ["8H", "8D"], "Colored Pair — 12 to 1"), ("3", ["9C", "2D"], "No pair")]
+    v.handle("round", rs("BJ", "blackjack", 1, 3, "dealing"))  # no more bets
+    assert v.to_dict()["boxes"] == [] and v.to_dict()["outcome"] is None
+
+
+def test_uth_hands_are_numbered_by_their_deck_and_shown_until_the_next_hand_closes_betting() -> None:
+    """UTH deals every hand from a freshly shuffled deck, so the daemon starts a new shoe per hand and
+    every hand is round 1 of its shoe: the display numbers hands by the shoe ("Hand 7")."""
+    u = SignageView("U")
+    u.handle("info", table_info(load_config(ROOT / "deploy/examples/uth.toml")))
+    u.handle("round", rs("U", "uth", 7, 1, "reveal"))
+    assert u.to_dict()["numbering"] == "hand" and u.to_dict()["hands"] == [
+        {"position": "dealer", "cards": [], "total": None, "won": False},
+        {"position": "board", "cards": [], "total": None, "won": False}]
+    assert u.to_dict()["boxes"] == []  # nothing public before the reveal
+    u.handle("settlements", b(SettlementMessage(
+        table="U", ts=TS, shoe=7, round=1, spot="U2", seat="2", bet="ultimate_pairs", hand=None, stake=500,
+        outcome="win", category="ace_king_suited", odds="25 to 1", net=12500)))
+    u.handle("results", b(RoundResults(table="U", ts=TS, shoe=7, round=1, game="uth", dealer=("AD", "9C"),
+                                       board=("3D", "JC", "QH", "4S", "8D"), boxes=(
+        BoxResult(position="2", cards=("AS", "KS"), pair="ace_king_suited"),
+        BoxResult(position="5", cards=("7H", "2C"), pair=None)))))
+    u.handle("round", rs("U", "uth", 8, 1, "betting"))  # the next hand: a new deck, open for betting
+    d = u.to_dict()
+    assert (d["shoe"], d["round"], d["numbering"]) == (8, 1, "hand")
+    assert [(h["position"], h["cards"]) for h in d["hands"]] == [("dealer", ["AD", "9C"]),
+                                                                 ("board", ["3D", "JC", "QH", "4S", "8D"])]
+    assert [(x["position"], x["cards"], x["label"]) for x in d["boxes"]] == [
+        ("2", ["AS", "KS"], "A-K suited — 25 to 1"), ("5", ["7H", "2C"], "")]
+    assert d["outcome"]["shoe"] == 7 and not d["outcome"]["current"]
+    assert [x["text"] for x in u.banners()] == ["Seat 2 A-K suited — 25 to 1"]
+    u.handle("round", rs("U", "uth", 8, 1, "dealing"))  # no more bets: the cards go face down
+    d = u.to_dict()
+    assert d["boxes"] == [] and d["outcome"] is None and all(not h["cards"] for h in d["hands"])
+
+
+def test_a_void_round_shows_its_reason() -> None:
+    v = SignageView("T1")
+    first = (PublicCard(index=1, card="2C", position="player"),)
+    v.handle("round", rs("T1", "baccarat", 1, 3, "dealing", first))
+    v.handle("results", b(RoundResults(table="T1", ts=TS, shoe=1, round=3, game="baccarat", void=True,
+                                       void_reason="misdeal")))
+    o = v.to_dict()["outcome"]
+    assert (o["void"], o["void_reason"], o["text"]) == (True, "misdeal", "Round void: misdeal")
 
 
 def test_blackjack_and_uth_banners_name_the_box_or_seat() -> None:
@@ -104,7 +195,7 @@ def test_blackjack_and_uth_banners_name_the_box_or_seat() -> None:
     u.handle("results", b(RoundResults(table="U", ts=TS, shoe=1, round=9, game="uth", boxes=(
         BoxResult(position="2", cards=("AS", "KS"), pair="ace_king_suited"),))))
     u.handle("info", table_info(load_config(ROOT / "deploy/examples/uth.toml")))
-    assert [x["text"] for x in u.banners()] == ["Seat 2 Ace King Suited — 25 to 1"]
+    assert [x["text"] for x in u.banners()] == ["Seat 2 A-K suited — 25 to 1"]
 
 
 def test_wagers_from_table_info_with_limits_else_from_settlements() -> None:
@@ -115,16 +206,24 @@ def test_wagers_from_table_info_with_limits_else_from_settlements() -> None:
     v.handle("settlements", b(settlement(1, "banker", None, "1", "win", "banker_win", "1 to 1")))
     source, wagers = v.wagers()
     assert source == "settlements"
-    assert wagers == [{"bet": "perfect_pairs", "label": "Perfect Pairs", "limits": None,
-                       "paytable": [{"label": "Colored Pair", "odds": "12 to 1"}]}]
+    assert wagers == [{"bet": "perfect_pairs", "label": "Perfect Pairs", "limits": None, "min": None,
+                       "max": None, "paytable": [{"category": "colored_pair", "label": "Colored Pair",
+                                                  "odds": "12 to 1"}]}]
     v.handle("info", table_info(load_config(ROOT / "deploy/examples/baccarat.toml")))
     source, wagers = v.wagers()
     assert source == "info"
     pp = next(w for w in wagers if w["bet"] == "perfect_pairs")
-    assert pp["limits"] == "€5 – €200"
+    assert pp["limits"] == "€5 – €200" and (pp["min"], pp["max"]) == (500, 20000)
     assert [(x["label"], x["odds"]) for x in pp["paytable"]] == [
         ("Perfect Pair", "25 to 1"), ("Colored Pair", "12 to 1"), ("Mixed Pair", "6 to 1")]
     assert all(w["bet"] not in ("player", "banker") for w in wagers)
+    main = {w["bet"]: w for w in v.main_wagers()}
+    assert main["player"]["limits"] == main["banker"]["limits"] == "€10 – €5,000"
+    assert main["banker"]["paytable"] == [{"category": "banker_win", "label": "Banker wins",
+                                           "odds": "1 to 1"}]
+    assert v.commission() == {"rate": "5%", "unit": 1, "rounding": "half_up", "unit_text": "€0.01",
+                              "text": "5% commission on Banker wins, rounded to the nearest €0.01"}
+    assert v.to_dict()["language"] == "en"
 
 
 def test_table_info_for_every_example_config() -> None:

@@ -161,7 +161,8 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         print(f"tablesense demo: table {config.table} ({game}), {rounds} rounds, seed {seed}, broker "
               f"{host}:{port}" + (f", signage display on {signage_url}" if signage_url else ""),
               file=stream, flush=True)
-        sim = SimTable(config, dev, seed=seed, pace=pace)
+        # at a watching pace the betting stays open for 8 cards' time: the display shows the last results
+        sim = SimTable(config, dev, seed=seed, pace=pace, betting=8 * pace)
         await sim.start()
         app = App(config)
         app.open()

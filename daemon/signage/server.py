@@ -4,11 +4,16 @@ One aiohttp application per table. A background task subscribes with aiomqtt to 
 topics only (:func:`public_topics`: status, round, results, settlements, scoreboard, info, devices/+;
 never ``floor/``, ``alarms`` or ``cmd/``), feeds every message into a
 :class:`~daemon.signage.view.SignageView` and wakes the browsers. It reconnects on its own with
-exponential backoff and jitter; while the broker is unreachable the page shows "feed offline".
+exponential backoff and jitter. Until it first connects the page says "connecting"; once connected,
+losing the broker shows "feed offline" until it is back.
 
 HTTP routes:
-    ``GET /``            the page (static/index.html; plain HTML/CSS/JS, no third-party code)
-    ``GET /static/...``  app.js, style.css
+    ``GET /``            the page (static/index.html; plain HTML/CSS/JS, no third-party code);
+                         ``?lang=en|zh-Hans|zh-Hant`` chooses the display's language (default: the table
+                         config's ``[signage] language`` from the info message), ``?operator=1`` adds
+                         the technician's detail (feed and device states, topic prefix)
+    ``GET /static/...``  app.js, i18n.js, style.css
+    ``GET /favicon.ico`` the page's icon
     ``GET /state``       the display model as JSON (same as each SSE event)
     ``GET /events``      ``text/event-stream``: an ``event: state`` with the whole display model on
                          connect and after every change (coalesced), a comment line every 15 s.
@@ -46,8 +51,8 @@ KEEPALIVE_S = 15.0
 def public_topics(prefix: str, table: str) -> list[str]:
     """The subscription filters of the display, e.g. ``tablesense/T1/round``.
 
-    Only topics signage may read (issue 4 information barrier): no ``floor/`` topic, no ``alarms``
-    (signage shows no alarms), no ``cmd/``, and no multi-level wildcard.
+    Only topics signage may read (the information barrier, docs/security.md): no ``floor/`` topic, no
+    ``alarms`` (signage shows no alarms), no ``cmd/``, and no multi-level wildcard.
     """
     base = f"{prefix}/{table}"
     return [f"{base}/{s}" for s in ("status", "round", "results", "settlements", "scoreboard", "info",
@@ -161,8 +166,9 @@ class SignageServer:
                                 error=str(exc), attempt=attempt)
             if self._closing:
                 break
-            self.view.set_broker("disconnected")
-            await self._notify()
+            if self.view.broker == "connected":  # never connected yet: the page keeps saying "connecting"
+                self.view.set_broker("disconnected")
+                await self._notify()
             delay = min(self.backoff_max, self.backoff_min * 2 ** attempt)
             attempt = min(attempt + 1, 16)
             await asyncio.sleep(random.uniform(delay / 2, delay))
@@ -176,6 +182,7 @@ class SignageServer:
         app.router.add_get("/", self._index)
         app.router.add_get("/state", self._state)
         app.router.add_get("/events", self._events)
+        app.router.add_get("/favicon.ico", self._favicon)
         app.router.add_static("/static/", STATIC, show_index=False)
         app.on_shutdown.append(self._on_shutdown)
         return app
@@ -195,6 +202,10 @@ class SignageServer:
 
     async def _index(self, _request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    async def _favicon(self, _request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(STATIC / "favicon.ico", headers={"Cache-Control": "max-age=86400",
+                                                                 "Content-Type": "image/x-icon"})
 
     async def _state(self, _request: web.Request) -> web.Response:
         return web.json_response(self.view.to_dict(), headers={"Cache-Control": "no-store"})

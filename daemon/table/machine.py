@@ -51,7 +51,7 @@ from tablesense.daemon.rules.money import max_stake, wager_odds
 from tablesense.daemon.rules.settlement import Outcome as WagerOutcome
 from tablesense.daemon.rules.settlement import Settlement, settle_as
 from tablesense.daemon.scoreboard import Scoreboard
-from tablesense.daemon.signage.info import table_info_message
+from tablesense.daemon.signage.info import commission_info, table_info_message
 from tablesense.daemon.table.alarms import ALARMS, AlarmCode
 from tablesense.daemon.table.baccarat_deal import BaccaratRound
 from tablesense.daemon.table.barrier import public_cards, public_outcome
@@ -246,6 +246,10 @@ class TableMachine:
         self._activity_ts: str | None = None
         self._stall_alarm: str | None = None
         self._max_stake = _stake_bounds(config, self._rules)
+        # the commission rule each Banker settlement's record names (standard baccarat, § 631a.13)
+        self._commission = (commission_info(self._rules.commission, config.currency, config.minor_unit)
+                            if getattr(self._rules, "takes_commission", False) else None)
+        self._void_reason: str | None = None
         self._start_shoe(shoe)
 
     # ------------------------------------------------------------------------------------ public API
@@ -649,7 +653,7 @@ class TableMachine:
         results = RoundResults(
             table=self.config.table, ts=self._ts, shoe=self._shoe.number, round=self._round_no,
             game=self.config.game, void=self._record.void, baccarat=out.baccarat, boxes=out.boxes,
-            dealer=out.dealer, board=out.board)
+            dealer=out.dealer, board=out.board, void_reason=self._void_reason if self._record.void else None)
         self._emit(Channel.RESULTS, results)
         if self._scoreboard is not None:
             if not results.void:
@@ -677,15 +681,16 @@ class TableMachine:
         changed = wager.spot in self._changed
         odds = str(s.odds) if s.odds else None
         hand = wager.hand.value if wager.hand else None
+        rule = self._commission if wager.bet.value == "banker" else None
         self._record.settlements.append(SettlementRecord(
             spot=wager.spot, seat=wager.seat, bet=wager.bet.value, hand=hand, stake=wager.stake,
             outcome=s.outcome.value, category=s.category, odds=odds, net=s.net, commission=s.commission,
-            changed_after_lock=changed, ts=self._ts))
+            changed_after_lock=changed, ts=self._ts, commission_rule=rule))
         self._emit(Channel.SETTLEMENTS, SettlementMessage(
             table=self.config.table, ts=self._ts, shoe=self._shoe.number, round=self._round_no,
             spot=wager.spot, seat=wager.seat, bet=wager.bet.value, hand=hand, stake=wager.stake,
             outcome=s.outcome.value, category=s.category, odds=odds, net=s.net, commission=s.commission,
-            changed_after_lock=changed))
+            changed_after_lock=changed, commission_rule=rule))
 
     def _advance(self) -> None:
         """Place queued cards, settle what is due, complete the round: as far as holds allow."""
@@ -706,9 +711,12 @@ class TableMachine:
         if game.complete():
             self._finish()
 
-    def _void(self, reason: str) -> None:
+    def _void(self, reason: str, public_reason: str) -> None:
+        """Void the round in play; ``reason`` goes into the alarm, ``public_reason`` (never naming an
+        operator) into the round's public ``results``."""
         game = self._game
         self._record.void = True
+        self._void_reason = public_reason
         self._release_all()
         if game is not None:
             for w in game.settled_wagers():
@@ -969,7 +977,7 @@ class TableMachine:
         phase = self._phase
         if button is Button.VOID_ROUND:
             if phase in _IN_PLAY:
-                self._void("void button")
+                self._void("void button", "void button")
             else:
                 self._alarm(AlarmCode.UNEXPECTED_BUTTON,
                             f"void_round in phase {phase.value}: no round in play")
@@ -1030,7 +1038,7 @@ class TableMachine:
 
     def _new_shoe(self, reason: str) -> None:
         if self._phase in _IN_PLAY:
-            self._void(f"{reason} mid-round")
+            self._void(f"{reason} mid-round", "new shoe mid-round")
         self._release_all()
         # A new shoe starts a clean record (what happened since the last round is in its own alarm
         # messages and the journal), so a replay from the shoe's first input rebuilds the same records.
@@ -1064,7 +1072,9 @@ class TableMachine:
             refusal = self._round_refusal()
             if refusal:
                 return CommandReply(False, refusal)
-            self._void(f"by {cmd.operator}" + (f": {cmd.args['reason']}" if cmd.args.get("reason") else ""))
+            given = str(cmd.args.get("reason") or "").strip()
+            self._void(f"by {cmd.operator}" + (f": {given}" if given else ""),
+                       given[:200] or "voided by the floor")
             return CommandReply(True)
         if cmd.name == "enter_card":
             return self._enter_card(cmd)

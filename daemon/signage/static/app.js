@@ -1,14 +1,32 @@
 // tablesense signage page: renders the display model pushed by the server (GET /events, server-sent
-// events). Plain JavaScript, no third-party code. The model's shape is documented in docs/signage.md.
+// events) in the display's language (static/i18n.js). Plain JavaScript, no third-party code. The model's
+// shape is documented in docs/signage.md.
+//
+// URL parameters: ?lang=en|zh-Hans|zh-Hant (this display's language; default: the table's, from its
+// info message), ?operator=1 (adds the technician's line: table and feed state, devices, topic prefix).
 "use strict";
 
-const COLOURS = { red: "#e11d2e", blue: "#1e5bff", green: "#19a64a" };
+const COLOURS = { red: "#e11d2e", blue: "#1e5bff", green: "#19a64a", gold: "#ffcc33" };
 const RESULT_COLOUR = { banker: "red", player: "blue", tie: "green" };
 const SUITS = { S: "♠", H: "♥", D: "♦", C: "♣" };
 const SVG_NS = "http://www.w3.org/2000/svg";
+const BACCARAT = new Set(["baccarat", "ez-baccarat"]);
+const BEAD_CELL = 50;      // px: bead plate and Big Road cells (>= 28 px, readable at 5 m)
+const DERIVED_CELL = 36;   // px: Big Eye Boy, Small Road, Cockroach Pig cells
+const BEAD_COLS = 7;
+const ROAD_TEXT = 28;      // px: letters and tie counts inside road cells
+const SLOTS = { player: 3, banker: 3, dealer: 2, board: 5 };
+const WIN_CATEGORY = { player: "player_win", banker: "banker_win", tie: "tie", dragon_7: "dragon_7",
+                       panda_8: "panda_8" };
+
+const params = new URLSearchParams(window.location.search);
+const urlLanguage = normaliseLanguage(params.get("lang"));
+const operator = params.get("operator") === "1";
 
 let feedOpen = false;
+let haveState = false;
 let last = null;
+let lang = urlLanguage || "en";
 
 function $(id) { return document.querySelector(`[data-testid="${id}"]`); }
 
@@ -25,6 +43,8 @@ function svgEl(tag, attrs) {
   return node;
 }
 
+function t(key, vars, fallback) { return tr(lang, key, vars, fallback); }
+
 function cardParts(text) {
   const s = String(text).trim().toUpperCase();
   const suit = s.slice(-1);
@@ -35,153 +55,214 @@ function cardParts(text) {
 
 function cardNode(text) {
   const c = cardParts(text);
-  return el("span", { class: "card" + (c.red ? " red" : ""), "data-testid": "card", "data-card": text },
-    c.rank + c.symbol);
+  const node = el("div", { class: "card" + (c.red ? " red" : ""), "data-testid": "card", "data-card": text });
+  node.append(el("span", { class: "rank" }, c.rank), el("span", { class: "suit" }, c.symbol));
+  return node;
 }
 
-function baccaratValue(text) {
-  const r = cardParts(text).rank;
-  if (r === "A") return 1;
-  const n = parseInt(r, 10);
-  return Number.isNaN(n) || n >= 10 ? 0 : n;
+function cardRow(cards, slots) {
+  const row = el("div", { class: "cards" });
+  for (const c of cards) row.append(cardNode(c));
+  for (let i = cards.length; i < slots; i++) row.append(el("div", { class: "slot", "aria-hidden": "true" }));
+  return row;
 }
 
-function positionLabel(game, pos) {
-  if (pos === "player" || pos === "banker" || pos === "dealer" || pos === "board") {
-    return pos.charAt(0).toUpperCase() + pos.slice(1);
+function who(game, position) {
+  if (["player", "banker", "dealer", "board"].includes(position)) return t("position." + position);
+  return t(game === "uth" ? "seat" : "box", { n: position });
+}
+
+function roundName(m, shoe, round) {
+  return m.numbering === "hand" ? t("hand", { n: shoe }) : t("round_n", { n: round });
+}
+
+// --- language, header, notices --------------------------------------------------------------------
+
+function applyLanguage(m) {
+  lang = urlLanguage || normaliseLanguage(m && m.language) || "en";
+  document.documentElement.lang = lang;
+  document.body.dataset.lang = lang;
+  for (const node of document.querySelectorAll("[data-i18n]")) {
+    node.textContent = t(node.dataset.i18n);
   }
-  return (game === "uth" ? "Seat " : "Box ") + pos;
 }
-
-function positionOrder(pos) {
-  const fixed = { player: 0, banker: 1, dealer: 2, board: 3 };
-  if (pos in fixed) return [fixed[pos], 0];
-  const n = parseInt(pos, 10);
-  return [4, Number.isNaN(n) ? 999 : n];
-}
-
-// --- header, notices -------------------------------------------------------------------------------
 
 function renderHeader(m) {
   $("table-id").textContent = m.table || "—";
-  $("game").textContent = m.game_label || "—";
-  const rn = [];
-  if (m.shoe !== null && m.shoe !== undefined) rn.push("Shoe " + m.shoe);
-  if (m.round !== null && m.round !== undefined) rn.push("Round " + m.round);
-  $("round-no").textContent = rn.join(" · ");
+  $("game").textContent = m.game ? t("game." + m.game, {}, m.game_label) : "—";
+  let rn = "";
+  if (m.shoe !== null && m.shoe !== undefined) {
+    rn = m.numbering === "hand" ? t("hand", { n: m.shoe }) : t("shoe_round", { shoe: m.shoe, round: m.round ?? "—" });
+  }
+  $("round-no").textContent = rn;
   const phase = $("phase");
-  phase.textContent = m.held ? "on hold" : (m.phase || "waiting").replace(/_/g, " ");
-  phase.className = "phase " + (m.phase || "");
-  document.body.className = "game-" + (m.game || "none");
+  phase.textContent = m.held ? t("on_hold") : (m.phase ? t("phase." + m.phase, {}, m.phase.replace(/_/g, " ")) : "");
+  phase.className = "phase " + (m.held ? "held" : (m.phase || "none"));
+  phase.dataset.phase = m.phase || "";
+  phase.dataset.revealed = String(Boolean(m.revealed));
+  document.body.className = "game-" + (m.game || "none") + (operator ? " operator-mode" : "");
+}
+
+function noticeKind(m) {
+  if (!haveState) return "connecting";
+  if (!feedOpen) return "feed";                     // the page lost the signage server
+  if (m.broker === "disconnected") return "feed";   // the server lost the broker (after having it)
+  if (m.broker !== "connected" || !m.received) return "connecting";
+  if (m.table_status === "offline" || m.table_status === "refusing") return "table";
+  return "";
 }
 
 function renderStatus(m) {
-  const feedOk = feedOpen && m && m.broker === "connected";
-  const tableState = m ? m.table_status : "unknown";
-  const ts = $("table-status");
-  ts.textContent = "table " + tableState;
-  ts.className = "pill " + (tableState === "online" ? "ok" : tableState === "offline" ? "bad" : "");
-  const fs = $("feed-status");
-  fs.textContent = feedOk ? "feed live" : "feed offline";
-  fs.className = "pill " + (feedOk ? "ok" : "bad");
+  const kind = noticeKind(m);
   const notice = $("offline-notice");
-  let text = "";
-  let kind = "";
-  if (!feedOk) { text = "Feed offline — reconnecting…"; kind = "feed"; }
-  else if (tableState === "offline") { text = "Table offline"; kind = "table"; }
-  notice.textContent = text;
+  notice.textContent = kind === "connecting" ? t("connecting") : kind === "feed" ? t("feed_offline")
+    : kind === "table" ? t("table_closed") : "";
   notice.dataset.kind = kind;
-  notice.classList.toggle("hidden", !text);
+  notice.classList.toggle("hidden", !kind);
+  const footer = $("operator");
+  footer.classList.toggle("hidden", !operator);
+  if (!operator) return;
+  const feedOk = feedOpen && m && m.broker === "connected";
+  const ts = $("table-status");
+  ts.textContent = "table " + (m ? m.table_status : "?") + (m && m.status_detail ? ` (${m.status_detail})` : "");
+  ts.className = "pill " + (m && m.table_status === "online" ? "ok" : "bad");
+  const fs = $("feed-status");
+  fs.textContent = feedOk ? "feed live" : "feed " + (m ? m.broker : "connecting");
+  fs.className = "pill " + (feedOk ? "ok" : "bad");
+  $("devices").textContent = Object.entries((m && m.devices) || {}).map(([k, v]) => `${k}: ${v}`).join(" · ");
+  $("source").textContent = m ? `${m.prefix}/${m.table} · rejected ${m.rejected}` : "";
 }
 
-// --- round: cards, outcome, banners -----------------------------------------------------------------
+// --- round: hands, outcome, banners ----------------------------------------------------------------
 
-function renderRound(m) {
+function renderHands(m) {
   const hands = $("hands");
   hands.replaceChildren();
-  const game = m.game || "";
-  const baccarat = game === "baccarat" || game === "ez-baccarat";
-  const groups = new Map();
-  if (baccarat) { groups.set("player", []); groups.set("banker", []); }
-  const cards = (m.cards || []).slice().sort((a, b) => a.index - b.index);
-  for (const c of cards) {
-    if (!groups.has(c.position)) groups.set(c.position, []);
-    groups.get(c.position).push(c.card);
-  }
-  const res = m.results || {};
-  const bac = res.baccarat || null;
-  if (!cards.length && bac) {
-    groups.set("player", (bac.player || []).slice());
-    groups.set("banker", (bac.banker || []).slice());
-  }
-  if (!cards.length && res.boxes) {
-    for (const box of res.boxes) groups.set(box.position, box.cards.slice());
-    if (res.dealer && res.dealer.length) groups.set("dealer", res.dealer.slice());
-    if (res.board && res.board.length) groups.set("board", res.board.slice());
-  }
-  const keys = [...groups.keys()].sort((a, b) => {
-    const [x1, x2] = positionOrder(a); const [y1, y2] = positionOrder(b);
-    return x1 - y1 || x2 - y2;
-  });
-  for (const pos of keys) {
-    const list = groups.get(pos);
-    const box = el("div", { class: "hand " + pos, "data-testid": "hand", "data-position": pos });
-    const h = el("h3");
-    h.append(el("span", {}, positionLabel(game, pos)));
-    if (baccarat) {
-      let total = list.reduce((s, c) => s + baccaratValue(c), 0) % 10;
-      if (bac && (pos === "player" || pos === "banker")) total = bac[pos + "_total"];
-      if (list.length) h.append(el("span", { class: "total", "data-testid": pos + "-total" }, String(total)));
-      if (bac && bac.winner === pos) box.classList.add("won");
+  for (const h of m.hands || []) {
+    const box = el("div", { class: "hand " + h.position + (h.won ? " won" : ""), "data-testid": "hand",
+                            "data-position": h.position });
+    const head = el("div", { class: "hand-head" });
+    head.append(el("span", { class: "hand-name" }, who(m.game, h.position)));
+    if (BACCARAT.has(m.game)) {
+      head.append(el("span", { class: "total", "data-testid": h.position + "-total" },
+        h.total === null || h.total === undefined ? "" : String(h.total)));
     }
-    box.append(h);
-    const row = el("div", { class: "cards" });
-    for (const c of list) row.append(cardNode(c));
-    box.append(row);
+    const slots = m.game === "blackjack" && h.position === "dealer" ? 1 : SLOTS[h.position] || 2;
+    box.append(head, cardRow(h.cards || [], slots));
     hands.append(box);
-  }
-  const outcome = $("outcome");
-  outcome.className = "outcome";
-  outcome.textContent = "";
-  const before = m.last_round !== null && m.last_round !== undefined ? `Round ${m.last_round}: ` : "";
-  if (m.void || res.void) {
-    outcome.textContent = before + "Round void";
-  } else if (bac) {
-    outcome.classList.add(bac.winner);
-    outcome.textContent = before + (bac.winner === "tie" ? `Tie ${bac.player_total} – ${bac.banker_total}`
-      : `${bac.winner === "banker" ? "Banker" : "Player"} wins ${bac[bac.winner + "_total"]} – ` +
-        `${bac[(bac.winner === "banker" ? "player" : "banker") + "_total"]}`);
-  }
-  outcome.dataset.winner = bac && !res.void ? bac.winner : "";
-
-  const banners = $("banners");
-  banners.replaceChildren();
-  for (const b of m.banners || []) {
-    banners.append(el("div", { class: "banner", "data-testid": "pair-banner", "data-category": b.category },
-      b.text));
   }
 }
 
-// --- side wagers ------------------------------------------------------------------------------------
+function outcomeText(m) {
+  const o = m.outcome;
+  if (!o) {
+    const dealt = (m.cards || []).length > 0;
+    if (m.game === "uth" && !dealt && ["dealing", "reveal", "playing"].includes(m.phase)) {
+      return { tag: "", text: t("face_down"), cls: "muted" };
+    }
+    return { tag: "", text: "", cls: "" };
+  }
+  const tag = o.current ? "" : roundName(m, o.shoe, o.round);
+  if (o.void) {
+    const reason = o.void_reason ? " — " + t("void_reason." + o.void_reason, {}, o.void_reason) : "";
+    return { tag, text: t("void") + reason, cls: "void" };
+  }
+  if (!o.winner) return { tag, text: "", cls: "" };
+  let text = o.winner === "tie" ? t("tie_result", { p: o.player_total, b: o.banker_total })
+    : t("wins", { who: who(m.game, o.winner),
+                  hi: o.winner === "banker" ? o.banker_total : o.player_total,
+                  lo: o.winner === "banker" ? o.player_total : o.banker_total });
+  if (o.natural) text += " · " + t("natural");
+  return { tag, text, cls: o.winner };
+}
+
+function renderRound(m) {
+  renderHands(m);
+  const outcome = $("outcome");
+  const { tag, text, cls } = outcomeText(m);
+  outcome.replaceChildren(el("div", { class: "outcome-round", "data-testid": "outcome-round" }, tag),
+                          el("div", { class: "outcome-text " + cls, "data-testid": "outcome-text" }, text));
+  outcome.className = "outcome " + cls;
+  outcome.dataset.winner = m.outcome && !m.outcome.void ? (m.outcome.winner || "") : "";
+  const banners = $("banners");
+  banners.replaceChildren();
+  if (!BACCARAT.has(m.game)) return;   // blackjack and UTH: the box tiles carry the pair results
+  for (const b of m.banners || []) {
+    const odds = b.odds ? " — " + oddsText(lang, b.odds) : "";
+    banners.append(el("div", { class: "banner", "data-testid": "pair-banner", "data-category": b.category,
+                               "data-position": b.position },
+      `${who(m.game, b.position)} ${t("category." + b.category, {}, b.label)}${odds}`));
+  }
+}
+
+// --- blackjack boxes / UTH seats with their pair results -------------------------------------------
+
+function renderBoxes(m) {
+  const grid = $("box-results");
+  grid.replaceChildren();
+  if (BACCARAT.has(m.game)) return;
+  const byPos = new Map((m.boxes || []).map((b) => [String(b.position), b]));
+  const positions = [...new Set([...(m.seats || []), ...byPos.keys()])]
+    .sort((a, b) => (parseInt(a, 10) || 0) - (parseInt(b, 10) || 0));
+  grid.style.gridTemplateColumns = `repeat(${Math.max(positions.length, 1)}, minmax(0, 1fr))`;
+  for (const pos of positions) {
+    const box = byPos.get(pos) || { position: pos, cards: [], pair: null, hit: false, outcome: null, odds: null };
+    const tile = el("div", { class: "box-result" + (box.hit ? " hit" : "") + (box.cards.length ? "" : " empty"),
+                             "data-testid": "box-result", "data-position": pos });
+    tile.append(el("div", { class: "who" }, who(m.game, pos)), cardRow(box.cards, 2));
+    const pair = el("div", { class: "pair" + (box.hit ? " hit" : ""), "data-testid": "box-pair",
+                             "data-category": box.pair || "" });
+    if (box.hit) {
+      pair.append(el("span", { class: "grade" }, t("category." + box.pair, {}, box.label)));
+      if (box.odds) pair.append(" ", el("span", { class: "odds" }, oddsText(lang, box.odds)));
+    } else if (box.pair) {
+      pair.textContent = box.outcome === "push" || box.outcome === "void" ? t("returned")
+        : t(m.game === "uth" ? "no_win" : "no_pair");   // not every Ultimate Pairs line is a pair
+    }
+    tile.append(pair);
+    grid.append(tile);
+  }
+}
+
+// --- wagers: limits, odds lines, commission --------------------------------------------------------
 
 function renderWagers(m) {
   const list = $("wager-list");
   list.replaceChildren();
-  if (!m.wagers || !m.wagers.length) {
-    list.append(el("p", { class: "muted" }, "No side wager information yet"));
+  const wagers = [...(m.main_wagers || []), ...(m.wagers || [])];
+  $("wager-head").classList.toggle("hidden", !wagers.length);
+  if (!wagers.length) {
+    list.append(el("p", { class: "muted" }, t("waiting")));
     return;
   }
-  for (const w of m.wagers) {
+  for (const w of wagers) {
     const box = el("div", { class: "wager", "data-testid": "wager", "data-bet": w.bet });
-    box.append(el("div", { class: "wager-name" }, w.label));
-    if (w.limits) box.append(el("div", { class: "limits", "data-testid": "wager-limits" }, "Limits " + w.limits));
-    const t = el("table");
-    for (const line of w.paytable || []) {
-      const tr = el("tr");
-      tr.append(el("td", {}, line.label), el("td", { class: "odds" }, line.odds));
-      t.append(tr);
+    const head = el("div", { class: "wager-row wager-title" });
+    head.append(el("span", { class: "wager-name" }, t("bet." + w.bet, {}, w.label)));
+    let lines = w.paytable || [];
+    if (lines.length && lines[0].category === WIN_CATEGORY[w.bet]) {   // Player 1 to 1, Tie 8 to 1 ...
+      head.append(el("span", { class: "odds", "data-testid": "odds-line", "data-category": lines[0].category },
+        oddsText(lang, lines[0].odds)));
+      lines = lines.slice(1);
     }
-    box.append(t);
+    head.append(el("span", { class: "spacer" }));
+    if (w.limits) head.append(el("span", { class: "limits", "data-testid": "wager-limits" }, w.limits));
+    box.append(head);
+    const body = el("div", { class: "lines" + (lines.length > 5 ? " many" : "") });
+    for (const line of lines) {
+      const row = el("div", { class: "wager-row line", "data-testid": "odds-line", "data-category": line.category });
+      row.append(el("span", { class: "label" }, t("category." + line.category, {}, line.label)),
+                 el("span", { class: "odds" }, oddsText(lang, line.odds)));
+      body.append(row);
+    }
+    if (w.bet === "banker" && m.commission) {
+      const c = m.commission;
+      const rule = el("div", { class: "commission", "data-testid": "commission" });
+      rule.append(el("div", {}, t("commission", { rate: c.rate })));
+      if (c.rounding && c.unit_text) rule.append(el("div", {}, t("rounding." + c.rounding, { unit: c.unit_text })));
+      body.append(rule);
+    }
+    if (body.childElementCount) box.append(body);
     list.append(box);
   }
 }
@@ -189,7 +270,7 @@ function renderWagers(m) {
 // --- roads (SVG) --------------------------------------------------------------------------------------
 
 function roadSvg(cells, opts) {
-  const size = opts.size, rows = opts.rows || 6, visible = opts.cols;
+  const size = opts.size, rows = opts.rows || 6, visible = Math.max(1, opts.cols);
   const maxCol = cells.reduce((mx, c) => Math.max(mx, c.col), -1);
   const offset = Math.max(0, maxCol + 1 - visible);
   const svg = svgEl("svg", { width: visible * size, height: rows * size,
@@ -207,31 +288,34 @@ function roadSvg(cells, opts) {
     svg.append(g);
   }
   svg.dataset.cells = String(cells.length);
+  svg.dataset.cellSize = String(size);
   return svg;
 }
 
+function marker(g, cx, cy, r, colour, mark) {
+  g.append(svgEl("circle", { cx, cy, r, fill: COLOURS[colour], stroke: "#fff", "stroke-width": 2, "data-mark": mark }));
+}
+
 function pairDots(g, c, x, y, s) {
-  const r = Math.max(3, s * 0.13);
-  if (c.banker_pair) {
-    g.append(svgEl("circle", { cx: x + r + 1, cy: y + r + 1, r, fill: COLOURS.red, stroke: "#fff", "data-mark": "banker-pair" }));
-  }
-  if (c.player_pair) {
-    g.append(svgEl("circle", { cx: x + s - r - 1, cy: y + s - r - 1, r, fill: COLOURS.blue, stroke: "#fff", "data-mark": "player-pair" }));
-  }
+  const r = s * 0.14;
+  if (c.banker_pair) marker(g, x + r + 1, y + r + 1, r, "red", "banker-pair");
+  if (c.player_pair) marker(g, x + s - r - 1, y + s - r - 1, r, "blue", "player-pair");
+}
+
+function cellText(x, y, s, text, colour) {
+  const node = svgEl("text", { x: x + s / 2, y: y + s / 2, "text-anchor": "middle", "dominant-baseline": "central",
+                               "font-size": ROAD_TEXT, "font-weight": 700, fill: colour });
+  node.textContent = text;
+  return node;
 }
 
 function drawBead(g, c, x, y, s) {
   const colour = RESULT_COLOUR[c.result];
   g.dataset.colour = colour;
   g.dataset.result = c.result;
-  g.append(svgEl("circle", { cx: x + s / 2, cy: y + s / 2, r: s * 0.42, fill: COLOURS[colour] }));
-  const t = svgEl("text", { x: x + s / 2, y: y + s / 2 + s * 0.16, "text-anchor": "middle",
-                            "font-size": s * 0.45, "font-weight": 700, fill: "#fff" });
-  t.textContent = c.result === "banker" ? "B" : c.result === "player" ? "P" : "T";
-  g.append(t);
-  if (c.natural) {
-    g.append(svgEl("circle", { cx: x + s - s * 0.14, cy: y + s * 0.14, r: s * 0.11, fill: "#ffcc33", stroke: "#333", "data-mark": "natural" }));
-  }
+  g.append(svgEl("circle", { cx: x + s / 2, cy: y + s / 2, r: s * 0.46, fill: COLOURS[colour] }));
+  g.append(cellText(x, y, s, t("bead." + c.result), "#fff"));
+  if (c.natural) marker(g, x + s - s * 0.14 - 1, y + s * 0.14 + 1, s * 0.14, "gold", "natural");
   pairDots(g, c, x, y, s);
 }
 
@@ -240,17 +324,14 @@ function drawBig(g, c, x, y, s) {
   g.dataset.colour = colour;
   g.dataset.result = c.winner;
   g.dataset.ties = String(c.ties || 0);
-  g.append(svgEl("circle", { cx: x + s / 2, cy: y + s / 2, r: s * 0.36, fill: "none", stroke: COLOURS[colour], "stroke-width": s * 0.12 }));
+  g.append(svgEl("circle", { cx: x + s / 2, cy: y + s / 2, r: s * 0.36, fill: "none", stroke: COLOURS[colour],
+                             "stroke-width": s * 0.12 }));
   if (c.ties > 0) {
     g.append(svgEl("line", { x1: x + s * 0.2, y1: y + s * 0.8, x2: x + s * 0.8, y2: y + s * 0.2, stroke: COLOURS.green,
                              "stroke-width": s * 0.1, "data-mark": "tie" }));
-    if (c.ties > 1) {
-      const t = svgEl("text", { x: x + s / 2, y: y + s / 2 + s * 0.14, "text-anchor": "middle", "font-size": s * 0.4,
-                                "font-weight": 800, fill: "#0b5d2a" });
-      t.textContent = String(c.ties);
-      g.append(t);
-    }
+    if (c.ties > 1) g.append(cellText(x, y, s, String(c.ties), "#0b5d2a"));
   }
+  if (c.natural) marker(g, x + s - s * 0.14 - 1, y + s * 0.14 + 1, s * 0.14, "gold", "natural");
   pairDots(g, c, x, y, s);
 }
 
@@ -268,63 +349,66 @@ function drawDerived(kind) {
   };
 }
 
-function renderRoads(m) {
-  const sb = m.scoreboard || { bead_plate: [], big_road: [], big_eye_boy: [], small_road: [], cockroach_pig: [],
-                               stats: {}, leading_ties: 0 };
-  const rows = sb.rows || 6;
-  $("bead-plate").replaceChildren(roadSvg(sb.bead_plate || [], { size: 46, cols: 8, rows, draw: drawBead }));
-  $("big-road").replaceChildren(roadSvg(sb.big_road || [], { size: 46, cols: 16, rows, draw: drawBig }));
-  for (const [key, id] of [["big_eye_boy", "big-eye-boy"], ["small_road", "small-road"], ["cockroach_pig", "cockroach-pig"]]) {
-    $(id).replaceChildren(roadSvg(sb[key] || [], { size: 24, cols: 18, rows, draw: drawDerived(key) }));
-  }
+function contentWidth(node) {
+  const cs = getComputedStyle(node);
+  return node.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+}
+
+function renderStats(m, sb) {
   const st = sb.stats || {};
   const stats = $("shoe-stats");
   stats.replaceChildren();
-  const lines = [["Banker", st.banker, "b", "banker"], ["Player", st.player, "p", "player"], ["Tie", st.tie, "t", "tie"],
-                 ["Player pair", st.player_pair, "", "player_pair"], ["Banker pair", st.banker_pair, "", "banker_pair"],
-                 ["Naturals", st.naturals, "", "naturals"], ["Rounds", st.rounds, "", "rounds"],
-                 ["Cards left", st.cards_remaining ?? m.cards_remaining ?? "—", "", "cards_remaining"]];
-  for (const [label, value, cls, key] of lines) {
-    stats.append(el("span", {}, label));
-    stats.append(el("span", { class: cls, "data-stat": key }, String(value ?? 0)));
+  const lines = [["banker", st.banker, "b"], ["player", st.player, "p"], ["tie", st.tie, "t"],
+                 ["player_pair", st.player_pair, ""], ["banker_pair", st.banker_pair, ""], ["naturals", st.naturals, ""],
+                 ["rounds", st.rounds, ""], ["cards_remaining", st.cards_remaining ?? m.cards_remaining ?? "—", ""]];
+  for (const [key, value, cls] of lines) {
+    stats.append(el("span", { class: "stat-name" }, t("stat." + key)));
+    stats.append(el("span", { class: "stat-value " + cls, "data-stat": key }, String(value ?? 0)));
   }
 }
 
-// --- blackjack / UTH pair results ---------------------------------------------------------------------
-
-function renderBoxes(m) {
-  const grid = $("box-results");
-  grid.replaceChildren();
-  const res = m.results || {};
-  for (const box of res.boxes || []) {
-    const tile = el("div", { class: "box-result", "data-testid": "box-result", "data-position": box.position });
-    tile.append(el("div", { class: "who" }, positionLabel(m.game, box.position)));
-    const pair = box.pair && !["no_pair", "lose", "none", "void"].includes(box.pair) &&
-      !box.pair.startsWith("ineligible");
-    const label = pair ? box.pair.split("_").map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join(" ") : "No pair";
-    const banner = (m.banners || []).find((b) => b.who === positionLabel(m.game, box.position) && b.category === box.pair);
-    tile.append(el("div", { class: "pair" + (pair ? " hit" : ""), "data-testid": "box-pair" },
-      pair && banner && banner.odds ? `${label} — ${banner.odds}` : label));
-    grid.append(tile);
+function renderLegend() {
+  const legend = $("legend");
+  legend.replaceChildren();
+  for (const [key, colour] of [["banker_pair", "red"], ["player_pair", "blue"], ["natural", "gold"]]) {
+    const item = el("span", { class: "legend-item", "data-legend": key });
+    const svg = svgEl("svg", { width: 28, height: 28, viewBox: "0 0 28 28", "aria-hidden": "true" });
+    svg.append(svgEl("circle", { cx: 14, cy: 14, r: 11, fill: COLOURS[colour], stroke: "#fff", "stroke-width": 2 }));
+    item.append(svg, el("span", {}, t("legend." + key)));
+    legend.append(item);
   }
-  if (!(res.boxes || []).length) grid.append(el("p", { class: "muted" }, "After settlement"));
 }
 
-function renderFooter(m) {
-  const dev = Object.entries(m.devices || {}).map(([k, v]) => `${k}: ${v}`).join(" · ");
-  $("devices").textContent = dev;
-  $("source").textContent = `${m.prefix}/${m.table}`;
+function renderRoads(m) {
+  if (!BACCARAT.has(m.game)) return;
+  const sb = m.scoreboard || { bead_plate: [], big_road: [], big_eye_boy: [], small_road: [], cockroach_pig: [],
+                               stats: {}, leading_ties: 0 };
+  const rows = sb.rows || 6;
+  renderStats(m, sb);
+  renderLegend();
+  const section = $("roads");
+  const width = contentWidth(section);
+  const gap = parseFloat(getComputedStyle(section.querySelector(".road-row")).columnGap) || 16;
+  const statsWidth = $("shoe-stats").getBoundingClientRect().width;
+  const bigCols = Math.floor((width - BEAD_COLS * BEAD_CELL - statsWidth - 2 * gap) / BEAD_CELL);
+  const derivedCols = Math.floor((width - 2 * gap) / 3 / DERIVED_CELL);
+  $("bead-plate").replaceChildren(roadSvg(sb.bead_plate || [], { size: BEAD_CELL, cols: BEAD_COLS, rows, draw: drawBead }));
+  $("big-road").replaceChildren(roadSvg(sb.big_road || [], { size: BEAD_CELL, cols: bigCols, rows, draw: drawBig }));
+  for (const [key, id] of [["big_eye_boy", "big-eye-boy"], ["small_road", "small-road"], ["cockroach_pig", "cockroach-pig"]]) {
+    $(id).replaceChildren(roadSvg(sb[key] || [], { size: DERIVED_CELL, cols: derivedCols, rows, draw: drawDerived(key) }));
+  }
 }
 
 function render(m) {
   last = m;
+  haveState = true;
+  applyLanguage(m);
   renderHeader(m);
   renderStatus(m);
   renderRound(m);
+  renderBoxes(m);
   renderWagers(m);
   renderRoads(m);
-  renderBoxes(m);
-  renderFooter(m);
   document.body.dataset.version = String(m.version);
 }
 
@@ -342,5 +426,8 @@ function connect() {
   });
 }
 
+window.addEventListener("resize", () => { if (last) render(last); });
+applyLanguage(null);
+document.body.className = "game-none" + (operator ? " operator-mode" : "");
 renderStatus(null);
 connect();
