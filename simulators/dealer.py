@@ -296,7 +296,7 @@ class SimTable:
             req["decks"] = cfg.decks
         if cfg.commission is not None:
             req["commission"] = {"rate": cfg.commission.rate, "unit": cfg.commission.unit,
-                                 "rounding": cfg.commission.mode}
+                                 "rounding": cfg.commission.rounding}
         wagers = []
         for spot, stake in rnd.wagers.items():
             sc = cfg.spots[spot]
