@@ -82,11 +82,9 @@ __all__ = ["COMMAND_BURST", "COMMAND_RATE", "PRUNE_EVERY_ROUNDS", "STOP_SIGNALS"
 
 log = get_logger(component="app")
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 """Signals that stop the daemon cleanly (the current input finishes, ``offline`` is published). SIGHUP
-(the terminal went away, or an operator's ``kill -HUP`` expecting a reload) is a clean stop too: the
-config is not reloaded (restart to apply a new config; docs/reliability.md), and the default action --
-dying at once with status 129, no ``offline`` -- is never right for the table daemon."""
+never stops it: ``tablesense run`` reloads the config on SIGHUP (:mod:`daemon.commands.run`)."""
 
 PRUNE_EVERY_ROUNDS = 10
 """Completed rounds between two :meth:`Journal.prune` calls (each deletes whole rounds in one
@@ -217,7 +215,7 @@ class _MemoryOutbox:
 class App:
     """One table's daemon. ``App(config)``; ``await app.run()`` until :meth:`stop` or a signal.
 
-    ``install_signals``: handle SIGTERM/SIGINT/SIGHUP (:data:`STOP_SIGNALS`) by stopping (the ``run``
+    ``install_signals``: handle SIGTERM/SIGINT (:data:`STOP_SIGNALS`) by stopping (the ``run``
     command; tests leave it off
     and call :meth:`stop`). ``links``: extra or replacement links for tests (default: one per
     configured device). Attributes for tests and the demo: ``machine``, ``journal``, ``relay``,
