@@ -11,8 +11,9 @@ It also starts the table's signage display (:func:`daemon.signage.server.start_s
 demo's broker, on 127.0.0.1 and a free port or ``--signage-port``) and prints its URL in the banner
 (``tablesense demo: table demo-baccarat, signage display on http://127.0.0.1:PORT/``): open it in a
 browser to see the roads, pair banners, side wagers and limits the daemon publishes. ``--no-signage``
-skips it. Everything it starts is stopped and its temporary directory removed at the end, also on
-Ctrl-C.
+skips it. Everything it starts (broker, signage, daemon, simulated devices) is stopped and its temporary
+directory removed at the end, and also when it is stopped early: Ctrl-C (SIGINT), SIGTERM and SIGHUP (its
+terminal closed) all end it the same way, with exit status 128 + the signal number.
 
 The daemon runs in-process with the same code as ``tablesense run``; its JSON log goes to ``daemon.log``
 in the temporary directory (kept with ``--keep``).
@@ -26,6 +27,7 @@ import contextlib
 import logging
 import random
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -36,9 +38,22 @@ import structlog
 from tablesense.daemon.cli import UsageError
 from tablesense.daemon.commands.monitor import parse_broker
 
-__all__ = ["GAMES", "register", "run", "run_demo"]
+__all__ = ["GAMES", "STOP_SIGNALS", "DemoStopped", "register", "run", "run_demo"]
 
 GAMES = ("baccarat", "ez-baccarat", "blackjack", "uth")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that end the demo like Ctrl-C does (SIGINT is asyncio's own): everything it started is
+stopped and its temporary directory removed. Without a handler their default action would kill the
+process at once and leave the private broker running (adopted by init) and the directory behind."""
+
+
+class DemoStopped(Exception):
+    """The demo was ended by a signal (``signum``) after cleaning up."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def register(subparsers: Any) -> None:
@@ -79,7 +94,10 @@ def run(args: argparse.Namespace) -> int:
                                      signage_port=None if args.no_signage else args.signage_port))
     except KeyboardInterrupt:
         print("demo interrupted", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGINT
+    except DemoStopped as exc:
+        print(f"demo stopped by {exc}", file=sys.stderr)
+        return 128 + exc.signum
     if not args.no_ui:
         print()
     print("\n".join(lines))
@@ -94,8 +112,11 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
     ``signage_port``: start the signage display on ``127.0.0.1:signage_port`` (0: a free port) and print
     its URL in the banner line (to ``out``, default stdout) before the first round; ``None``: no display.
 
+    SIGTERM and SIGHUP (:data:`STOP_SIGNALS`) cancel the demo like Ctrl-C; everything is cleaned up
+    and :class:`DemoStopped` raised (a second signal during the clean-up is ignored, so it completes).
+
     Raises :class:`UsageError` when no broker can be started or reached, or the signage port cannot be
-    bound.
+    bound; :class:`DemoStopped` when stopped by SIGTERM or SIGHUP.
     """
     import aiomqtt
 
@@ -107,6 +128,20 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
     from tablesense.daemon.view import TableView, summary_lines, watch
     from tablesense.simulators.dealer import SimTable, sim_config_toml
 
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    stopped_by: list[int] = []
+    cleaning = False
+
+    def on_signal(signum: int) -> None:
+        # once, and never during the clean-up: a cancel there would cut it short
+        if not stopped_by and main is not None:
+            stopped_by.append(signum)
+            if not cleaning:
+                main.cancel(f"demo stopped by {signal.Signals(signum).name}")
+
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
     tmp = Path(tempfile.mkdtemp(prefix="tablesense-demo-"))
     log = open(tmp / "daemon.log", "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
     root = logging.getLogger()
@@ -180,6 +215,7 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
             await sim.play_round()
         await asyncio.wait_for(watcher, 30)
     finally:
+        cleaning = True
         if app is not None:
             app.stop()
         for t in tasks:
@@ -202,6 +238,12 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         else:
             with contextlib.suppress(OSError):
                 shutil.rmtree(tmp)
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+        if stopped_by and main is not None:
+            if main.cancelling():
+                main.uncancel()
+            raise DemoStopped(stopped_by[0])
     lines = [f"tablesense demo: {game}, {rounds} rounds, seed {seed}, broker {host}:{port}"
              + (" (amqtt, MQTT 3.1.1)" if amqtt_broker is not None else "")]
     for v in views.values():
