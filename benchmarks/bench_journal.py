@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: the write-ahead journal with ``synchronous=FULL`` (issue 5; not a test, nothing asserted).
+"""Benchmark: the write-ahead journal with ``synchronous=FULL`` (not a test, nothing asserted).
 
 Run: ``.venv/bin/python benchmarks/bench_journal.py [--dir DIR] [--appends N] [--rows N]``. ``--dir``
 should be on the disk the journal will live on (default: a fresh directory under the system temp dir;

@@ -1,4 +1,5 @@
-"""The daemon's wiring: devices -> state machine -> journal -> relay -> broker (design.md "The flow").
+"""The daemon's wiring: devices -> state machine -> journal -> relay -> broker (bytes -> events -> round
+-> settlements -> journal -> MQTT).
 
 One asyncio loop, independent tasks, data flowing one way:
 
@@ -6,7 +7,8 @@ One asyncio loop, independent tasks, data flowing one way:
   on a bounded queue (a full queue slows reading; nothing is dropped);
 * the input task takes each item, stamps it with the arrival time (ISO 8601 UTC), runs it through
   :class:`~daemon.table.TableMachine` and appends the input and every emitted message to the journal in
-  ONE transaction *before* anything is published (issue 5), then acknowledges the frame to the device;
+  ONE transaction *before* anything is published (the transactional outbox, docs/journal.md), then
+  acknowledges the frame to the device;
   the append (with its fsync) runs in a worker thread so the relay keeps publishing meanwhile;
 * commands from the broker (``cmd/{name}``) are machine inputs too, handled the same way and answered
   with the machine's :class:`~daemon.table.CommandReply`; one lock around "machine, then journal" keeps
@@ -30,8 +32,8 @@ calls :meth:`Journal.prune` in a worker thread, after acknowledging the input th
 the journal keeps the config's ``journal.retention_rounds`` (at least the current round and the 9
 before it for recall) and ``journal.retention_days``, every undelivered row and what replay needs.
 
-A journal that fails its integrity check at start (:class:`JournalDamaged`, issue 5: "a damaged journal
-raises a critical alarm and tablesense refuses to settle rather than guess") does not stop the service:
+A journal that fails its integrity check at start (:class:`JournalDamaged`: a damaged journal
+raises a critical alarm and tablesense refuses to settle rather than guess) does not stop the service:
 :meth:`App.open` switches to a *refusing* mode. No machine is built and no device is opened (no input is
 applied or acknowledged, so the devices keep their unacknowledged frames), and the relay publishes,
 from memory and not through the journal, one critical ``JOURNAL_DAMAGED`` alarm on ``alarms`` and the
@@ -97,7 +99,8 @@ frame that is ahead. Any other jump goes to the machine (``SEQUENCE_GAP``)."""
 
 
 COMMAND_RATE = 20.0
-"""Default sustained operator commands per second a table accepts (issue 6: inputs are bounded)."""
+"""Default sustained operator commands per second a table accepts (inputs are bounded, docs/security.md
+"Bounds")."""
 
 COMMAND_BURST = 50
 """Default number of commands a table accepts at once before :data:`COMMAND_RATE` applies."""

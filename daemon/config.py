@@ -5,7 +5,7 @@
 ``spots.7: mapped twice (also spots.3)``, ``wagers.dragon_7: not offered in baccarat (only ez-baccarat)``,
 ``wagers.perfect_pairs.paytable: '25-12-5' is allowed with 8 decks only, not 6 (...)``.
 
-Validation (issue 4): unknown keys, wrong types, a paytable the regulations do not allow for the deck
+Validation: unknown keys, wrong types, a paytable the regulations do not allow for the deck
 count (checked by the rules modules' own ``from_names``), a wager the game does not offer, a spot
 mapped twice, limits, seats, devices, and the file size (at most :data:`MAX_CONFIG_BYTES`). The key
 reference is docs/configuration.md; examples for every game are in deploy/examples/.
@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 MAX_CONFIG_BYTES = 1 << 20
-"""A config file larger than 1 MiB is refused (issue 6: bounded inputs)."""
+"""A config file larger than 1 MiB is refused (bounded inputs, docs/security.md "Bounds")."""
 
 _ID = TABLE_ID
 """Table, seat, spot and device ids: safe inside an MQTT topic level (no ``/``, ``+``, ``#``)."""
@@ -152,7 +152,7 @@ class TlsConfig(_Strict, frozen=True):
 
 
 class MqttConfig(_Strict, frozen=True):
-    """The broker connection (issue 4 "MQTT", issue 6 "Security").
+    """The broker connection (docs/configuration.md "[mqtt]", docs/security.md).
 
     Attributes:
         protocol: ``"5"`` (default) or ``"3.1.1"``; ``fallback`` retries with 3.1.1 when 5 is refused.
@@ -179,10 +179,11 @@ class MqttConfig(_Strict, frozen=True):
 
 
 class JournalConfig(_Strict, frozen=True):
-    """Where the SQLite journal lives and how long delivered rows are kept (issue 5).
+    """Where the SQLite journal lives and how long delivered rows are kept (docs/journal.md).
 
     ``retention_rounds``: complete rounds always kept (at least 10: game recall shows the current round
-    and the 9 before it, devices-and-standards.md §3.2, Fla. Admin. Code 75-14.043). ``retention_days``:
+    and the 9 before it, AGCO "most recent game plus 9 prior", Fla. Admin. Code 75-14.043).
+    ``retention_days``:
     a round older than that is deleted only once it also ended more than this many days ago (0: by
     round count alone). Undelivered rows are never deleted (:meth:`daemon.journal.Journal.prune`).
     """
@@ -228,7 +229,7 @@ class UthConfig(_Strict, frozen=True):
 
 
 class IntegrityConfig(_Strict, frozen=True):
-    """Integrity watches (issue 6). ``advantage_threshold``: raise ``ADVANTAGE_PLAY`` when a pair wager's
+    """Integrity watches. ``advantage_threshold``: raise ``ADVANTAGE_PLAY`` when a pair wager's
     exact expected return per unit for the next round is strictly above it; an exact decimal, fraction or
     percentage string (``"0"``, ``"0.005"``, ``"0.5%"``), docs/advantage-watch.md."""
 
@@ -247,7 +248,7 @@ class RoundConfig(_Strict, frozen=True):
 
 
 class TableConfig(_Strict, frozen=True):
-    """One table (issue 4 "Configuration"). Money is integer minor units of ``currency``."""
+    """One table (docs/configuration.md). Money is integer minor units of ``currency``."""
 
     table: str
     game: str

@@ -7,15 +7,16 @@ left ``0``/``""`` by the round state machine and assigned by the journal with
 ``shoe`` and ``round`` numbers it belongs to. Money is integer minor units; odds are strings such as
 ``"25 to 1"``; cards are strings such as ``"QH"`` / ``"10D"`` (:class:`daemon.rules.cards.Card` ``str``).
 
-Topics (issue 4): ``{prefix}/{table}/status`` :class:`TableStatus`, ``round`` :class:`RoundState`,
+Topics (README.md "MQTT topics"): ``{prefix}/{table}/status`` :class:`TableStatus`, ``round``
+:class:`RoundState`,
 ``results`` :class:`RoundResults`, ``settlements`` :class:`SettlementMessage`, ``alarms``
 :class:`AlarmMessage`, ``devices/{name}`` :class:`DeviceStatus`, ``floor/rounds`` :class:`FloorRound`,
 ``info`` :class:`TableInfo` (retained) and ``scoreboard`` :class:`ScoreboardMessage` (retained, baccarat).
-Only :class:`FloorRound` may carry a face-down card (the information barrier, issue 4 and 6); the
+Only :class:`FloorRound` may carry a face-down card (the information barrier); the
 state machine decides what is public in one place (:mod:`daemon.table.barrier`).
 
 Consumers decode with unknown fields allowed (msgspec's default), so fields may be added within a
-version (ecosystem.md §7.4).
+version (msgspec: unknown fields are ignored unless ``forbid_unknown_fields``).
 """
 
 from __future__ import annotations
@@ -327,7 +328,7 @@ class SettlementMessage(Message, frozen=True, tag="tablesense.settlement"):
 
 
 class AlarmMessage(Message, frozen=True, tag="tablesense.alarm"):
-    """An irregularity (issue 6) with a stable ``code`` (docs/state-machine.md, alarm codes).
+    """An irregularity with a stable ``code`` (docs/state-machine.md, alarm codes).
 
     Attributes:
         alarm_id: ``"{shoe}.{n}"``, the n-th alarm of the shoe (the id ``ack_alarm`` names).

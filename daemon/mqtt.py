@@ -2,23 +2,25 @@
 
 The relay is the only publisher of journaled messages. It reads the journal's outbox in row order and
 publishes each row at its QoS over one connection (a small window in flight, in order), and marks a row
-delivered only after the broker acknowledged it (PUBACK). Data flows one way (design.md "The flow"): the
+delivered only after the broker acknowledged it (PUBACK). Data flows one way (bytes -> events -> round ->
+settlements -> journal -> MQTT): the
 machine's emits are journaled before anything is published, so a broker outage or a restart never loses
 a message; after a reconnect the relay starts again from the first undelivered row, with the same
-``msg_id`` (issue 5).
+``msg_id`` (docs/journal.md).
 
-aiomqtt 2.5.1 specifics handled here (ecosystem.md §1, §11):
+aiomqtt 2.5.1 specifics handled here:
 
 * a fresh client object per connection attempt, fixed client id, MQTT v5 with ``clean_start=False`` set
-  explicitly and a Session Expiry Interval (pitfall 1), falling back to MQTT 3.1.1 with
+  explicitly and a Session Expiry Interval (without it an MQTT 5 session ends with the connection),
+  falling back to MQTT 3.1.1 with
   ``clean_session=False`` when the broker refuses v5 (CONNACK 0x84 / 1) or never answers a v5 CONNECT
   (amqtt 0.12 does that: the attempts then alternate until one gets a CONNACK);
 * a v5 PUBACK with a reason code >= 0x80 (e.g. 0x87 Not authorized from a Mosquitto ACL) is reported by
-  :class:`PublishRejected`, not taken for success (pitfall 2): aiomqtt 2.x drops the reason code, so
+  :class:`PublishRejected`, not taken for success: aiomqtt 2.x drops the reason code, so
   :class:`_AckClient` records it from paho's ``on_publish`` (callback API v2), which carries it;
-* in-flight publishes are not failed on disconnect (pitfall 3), so every publish has its own timeout;
+* in-flight publishes are not failed on disconnect by aiomqtt, so every publish has its own timeout;
 * reconnect with exponential backoff and full jitter; the retained ``status`` topic carries
-  ``online``/``offline`` and is also the MQTT will (pitfall 15); retained state is republished from the
+  ``online``/``offline`` and is also the MQTT will; retained state is republished from the
   journal on every reconnect, and the command subscription is renewed.
 
 The relay never dies (docs/reliability.md, scenario 6): a journal that cannot record an acknowledgement
@@ -97,7 +99,7 @@ CHANNEL_TOPICS: dict[str, str] = {
 """Outbox channel name (the machine's ``Channel`` value, lower case) -> topic suffix under the table."""
 
 MAX_COMMAND_BYTES = 4096
-"""Largest accepted command payload (issue 6: inputs are bounded)."""
+"""Largest accepted command payload (inputs are bounded, docs/security.md "Bounds")."""
 
 NODELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 """Socket options for every MQTT connection: no Nagle delay (paho and aiomqtt leave it on, which adds up
@@ -166,8 +168,9 @@ def load_credentials(path: str | os.PathLike[str]) -> tuple[str, str]:
     """Read ``(username, password)`` from a credentials file.
 
     Format: TOML with ``username = "..."`` and ``password = "..."``, or two plain lines (username, then
-    password). The file must not be readable or writable by "other" users (issue 6: "credentials read
-    from a file that must not be world-readable"). Raises :class:`CredentialsError` with one line naming
+    password). The file must not be readable or writable by "other" users (docs/security.md:
+    credentials are read from a file that must not be world-readable). Raises :class:`CredentialsError`
+    with one line naming
     the file and what is wrong (missing, accessible by others with its mode, no username/password).
     """
     p = Path(path)
@@ -224,7 +227,7 @@ def _ca_context(ca_file: str) -> ssl.SSLContext:
 
 
 class Topics:
-    """The topic map of one table under ``{prefix}/{table}/`` (issue 4, "MQTT").
+    """The topic map of one table under ``{prefix}/{table}/`` (README.md "MQTT topics").
 
     ``status`` (retained availability, also the will), ``round`` (retained), ``results``,
     ``settlements``, ``alarms``, ``devices/{name}`` (retained), ``scoreboard`` (retained, baccarat roads),
@@ -289,7 +292,7 @@ class CommandRequest:
 
 
 MAX_OPERATOR_CHARS = 128
-"""Longest operator identity accepted (issue 6: inputs are bounded)."""
+"""Longest operator identity accepted (inputs are bounded, docs/security.md "Bounds")."""
 
 MAX_COMMAND_ARGS = 8
 """Most entries accepted in a command's ``args`` object."""
@@ -346,7 +349,7 @@ def parse_command(name: str, payload: bytes) -> CommandRequest:
 
     Pure. Raises :class:`CommandRejected` (the one-line reason to send back) for an oversize payload
     (more than :data:`MAX_COMMAND_BYTES`), non-UTF-8 or non-JSON bodies, a non-object body, a missing or
-    empty ``operator`` (every command carries the operator's identity, issue 6), an operator longer than
+    empty ``operator`` (every command carries the operator's identity), an operator longer than
     :data:`MAX_OPERATOR_CHARS` or holding a control character, non-object ``args``, more than
     :data:`MAX_COMMAND_ARGS` args, an arg key or value (values as JSON text) longer than
     :data:`MAX_ARG_CHARS`, and any string anywhere (operator, args keys and values, response topic,
@@ -433,7 +436,7 @@ def _channel_name(channel: Any) -> str:
 class _AckClient(aiomqtt.Client):
     """aiomqtt 2.5.1 client that keeps the MQTT v5 PUBACK reason code of each publish.
 
-    aiomqtt's ``_on_publish`` ignores ``reason_code`` (ecosystem.md §1.4); paho's callback API v2 passes
+    aiomqtt's ``_on_publish`` ignores ``reason_code`` (aiomqtt 2.5.1 client.py); paho's callback API v2 passes
     it, so this subclass records it by packet id and :meth:`publish_acked` raises
     :class:`PublishRejected` for codes >= 0x80. Relies on aiomqtt 2.x internals (``_client``,
     ``_pending_call``, ``_pending_publishes``, ``_wait_for``); pinned ``aiomqtt>=2.5.1,<3`` and covered by
@@ -468,7 +471,7 @@ class _AckClient(aiomqtt.Client):
         """Hand a message to paho now (no await: a burst goes out in one write) and return a future
         completed by its acknowledgement, failed with :class:`PublishRejected` on a negative one.
         Raises ``aiomqtt.MqttCodeError`` when paho cannot take it (e.g. not connected). The future is
-        not failed by a disconnect (aiomqtt pitfall 3): await it with a timeout."""
+        not failed by a disconnect (aiomqtt leaves it pending): await it with a timeout."""
         info = self._client.publish(topic, payload, qos, retain, properties)
         if info.rc != paho.MQTT_ERR_SUCCESS:
             raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")

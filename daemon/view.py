@@ -3,7 +3,7 @@
 It is built only from what a signage subscriber may read (the public topics: status, round, results,
 settlements, alarms, devices/+; never ``floor/``), so it shows exactly what the information barrier lets
 out. :class:`TableView` folds decoded messages into display state (pure, no I/O; duplicates dropped by
-``msg_id``, issue 5); :func:`render` draws it with rich; :func:`plain_line` gives the one-line text of a
+``msg_id``); :func:`render` draws it with rich; :func:`plain_line` gives the one-line text of a
 message for ``--no-ui``; :func:`watch` subscribes to a broker and drives either output.
 """
 

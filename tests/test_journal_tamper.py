@@ -1,4 +1,4 @@
-"""Journal tampering detected at open (issue 5 "Integrity", docs/journal.md): a row deleted from the
+"""Journal tampering detected at open (docs/journal.md "Integrity"): a row deleted from the
 middle of ``inputs`` or ``outbox``, a dropped table, an altered counter in ``meta`` -- all of which pass
 SQLite's own integrity check and the per-row CRCs -- make :class:`JournalDamaged`, so ``run`` goes to its
 JOURNAL_DAMAGED refusing mode. Rows deleted by retention (:meth:`Journal.prune`) are not damage."""

@@ -3,9 +3,10 @@
 Shows the last rounds in full from the table's journal, also while the daemon runs (a separate
 read-only connection; :mod:`daemon.journal.recall`): every card in draw order with where it went, each
 spot's locked wager, every settlement, alarms, timestamps, and whether the round was voided. The
-default is the last 10 rounds: the current round and the 9 before it (devices-and-standards.md §3.2,
-AGCO "most recent game plus 9 prior"; Fla. Admin. Code 75-14.043 "last 10 games"). Face-down cards of
-the round in progress are not shown until it is complete (information barrier, issue 4).
+default is the last 10 rounds: the current round and the 9 before it (AGCO "most recent game plus 9
+prior"; Fla. Admin. Code 75-14.043 "last 10 games"). Face-down cards of
+the round in progress are not shown until it is complete (the information barrier: no face-down card
+before its reveal).
 
 ``--json`` prints a JSON list of round records (:class:`daemon.journal.RoundRecord`), oldest first.
 Money is integer minor units; with ``--config`` the human view shows it in the table's currency.

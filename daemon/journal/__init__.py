@@ -1,7 +1,7 @@
-"""The table's write-ahead journal, transactional outbox and game recall (issue 5; docs/journal.md).
+"""The table's write-ahead journal, transactional outbox and game recall (docs/journal.md).
 
 ``Journal`` (writer, one process) and ``open_for_recall`` (read-only, any process). Knows SQLite and
-message rows; no game rules (design.md "Layers and their rooms").
+message rows; no game rules (one module, one job: the rules stay in daemon/rules/).
 """
 
 from tablesense.daemon.journal.errors import JournalDamaged, JournalError, JournalUnwritable

@@ -1,12 +1,11 @@
-"""Errors of the write-ahead journal (issue 5: "a damaged journal raises a critical alarm and tablesense
-refuses to settle rather than guess").
+"""Errors of the write-ahead journal (a damaged journal raises a critical alarm and tablesense
+refuses to settle rather than guess).
 
 The two errors map onto the two critical alarms the app raises:
 
 * :class:`JournalDamaged`: the journal failed its integrity check (SQLite page structure, a row
   checksum, the schema version, or it belongs to another table). Settling must stop; the journal is
-  never cleared automatically (critical memory, Okla. Admin. Code 325:85-15-19, restated in
-  devices-and-standards.md §3.2 and §3.8).
+  never cleared automatically (critical memory, Okla. Admin. Code 325:85-15-19).
 * :class:`JournalUnwritable`: a write failed (disk full, read-only, I/O error, size cap reached,
   locked by another process). The failed transaction was rolled back whole, so nothing half-written is
   visible and nothing unjournaled may be published.

@@ -1,5 +1,5 @@
 """Game recall: full records of the last rounds, read from the journal by any process, also while the
-daemon is writing it (issue 5 "Game recall"; devices-and-standards.md §3.2: the current game and at
+daemon is writing it (the current game and at
 least the 9 before it, AGCO / Fla. Admin. Code 75-14.043).
 
 :func:`open_for_recall` opens ``journal.sqlite`` with a separate read-only connection
@@ -10,8 +10,8 @@ least the 9 before it, AGCO / Fla. Admin. Code 75-14.043).
   cards included, locked wagers, settlements, alarms, spot changes, commands, timestamps, void flag);
 * the round still open: the public cards of its latest ``RoundState``, the settlements and alarms
   published so far, the spot changes and operator commands journaled so far, and a count of the cards
-  drawn that are not public yet. Face-down cards of an open round are never shown (information barrier,
-  issue 4): they appear in recall once the round is complete.
+  drawn that are not public yet. Face-down cards of an open round are never shown (the information
+  barrier): they appear in recall once the round is complete.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Tables:
   input that started the previous shoe) with its shoe number.
 * ``rounds``: one row per ``(shoe, round)`` seen in a message, in the order rounds began, with the
   first input / outbox row that belongs to it and a ``complete`` flag (set by the ``FloorRound`` message,
-  the complete round record of issue 4).
+  the complete round record on ``floor/rounds``).
 * ``inputs``: every input in arrival order: ``ts``, ``kind``, ``device``, ``device_seq``, the round it
   belongs to, the msgspec JSON payload and a CRC-32.
 * ``outbox``: one row per message; ``row_id`` *is* the table-wide ``seq``; ``msg_id``, channel, device

@@ -1,4 +1,4 @@
-"""The write-ahead journal and transactional outbox (issue 5; ecosystem.md §1.9).
+"""The write-ahead journal and transactional outbox (docs/journal.md).
 
 One SQLite file, ``journal.sqlite``, in the configured journal directory, in WAL mode with
 ``synchronous=FULL`` so that a committed append survives power loss, not only a process crash
@@ -51,8 +51,8 @@ JOURNAL_FILE = "journal.sqlite"
 """The database file inside the journal directory."""
 LOCK_FILE = "journal.lock"
 MIN_RETENTION_ROUNDS = 10
-"""Game recall keeps the current round and at least the 9 before it (devices-and-standards.md §3.2:
-AGCO "most recent game plus 9 prior", Fla. Admin. Code 75-14.043 "last 10 games")."""
+"""Game recall keeps the current round and at least the 9 before it (AGCO "most recent game plus 9
+prior", Fla. Admin. Code 75-14.043 "last 10 games")."""
 ROUND_COMPLETE_SCHEMAS = frozenset({str(FloorRound.__struct_config__.tag)})
 """Message schemas that mark their round complete (the floor record is published once a round ends)."""
 
@@ -527,8 +527,9 @@ class Journal:
 
     def retained_latest(self) -> list[OutboxRow]:
         """The latest *delivered* row of every retained ``(channel, device)``, in ``seq`` order: what the
-        relay republishes after a reconnect (the broker may have lost retained messages, ecosystem.md
-        §1.9 item 9). Undelivered retained rows are not included: the relay publishes them in order
+        relay republishes after a reconnect (the broker may have lost retained messages: a broker
+        restarted without persistence, or from an old persistence file). Undelivered retained rows are
+        not included: the relay publishes them in order
         anyway, and republishing them early would break the table-wide ``seq`` order."""
         with self._lock:
             try:
@@ -623,7 +624,7 @@ class Journal:
 
     def last_device_seq(self, device: str) -> int | None:
         """The device ``seq`` of the latest journaled event from ``device`` (``None`` if never heard), so
-        the app can tell cards were missed while it was down (issue 5, crash recovery)."""
+        the app can tell cards were missed while it was down (crash recovery, docs/journal.md)."""
         with self._lock:
             try:
                 row = self._db().execute("SELECT last_seq FROM devices WHERE device = ?",

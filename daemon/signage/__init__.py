@@ -1,1 +1,1 @@
-"""Table signage: a web page fed by the table's public MQTT topics (issue 7). See docs/signage.md."""
+"""Table signage: a web page fed by the table's public MQTT topics. See docs/signage.md."""

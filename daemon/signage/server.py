@@ -46,7 +46,7 @@ KEEPALIVE_S = 15.0
 def public_topics(prefix: str, table: str) -> list[str]:
     """The subscription filters of the display, e.g. ``tablesense/T1/round``.
 
-    Only topics signage may read (issue 4 information barrier): no ``floor/`` topic, no ``alarms``
+    Only topics signage may read (the information barrier): no ``floor/`` topic, no ``alarms``
     (signage shows no alarms), no ``cmd/``, and no multi-level wildcard.
     """
     base = f"{prefix}/{table}"

@@ -32,7 +32,7 @@ __all__ = ["GAME_LABELS", "PAIR_BETS", "SignageView", "category_label", "format_
 
 GAME_LABELS = {"baccarat": "Baccarat", "ez-baccarat": "EZ Baccarat", "blackjack": "Blackjack",
                "uth": "Ultimate Texas Hold 'Em"}
-"""Display names of the games (config ``game`` values, issue 4)."""
+"""Display names of the games (config ``game`` values)."""
 
 PAIR_BETS = frozenset({"perfect_pairs", "ultimate_pairs"})
 """Wagers whose wins get a banner: Perfect Pairs (baccarat, blackjack) and UTH Ultimate Pairs."""

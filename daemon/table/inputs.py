@@ -18,7 +18,7 @@ from tablesense.drivers.events import DeviceEvent, DeviceState
 __all__ = ["COMMAND_NAMES", "Channel", "Command", "CommandReply", "Emit", "TableStart", "TimedInput"]
 
 COMMAND_NAMES: tuple[str, ...] = ("void_round", "enter_card", "new_shoe", "ack_alarm")
-"""Operator commands the machine accepts (issue 6, ``{prefix}/{table}/cmd/{name}``)."""
+"""Operator commands the machine accepts (``{prefix}/{table}/cmd/{name}``)."""
 
 
 @dataclass(frozen=True, slots=True)
