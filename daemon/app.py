@@ -64,7 +64,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from tablesense.daemon import sdnotify
+from tablesense.daemon import metrics, sdnotify
 from tablesense.daemon.config import TableConfig
 from tablesense.daemon.journal import Journal, JournalDamaged, JournalUnwritable, OutboxRow
 from tablesense.daemon.journal.codec import encode_event
@@ -506,7 +506,7 @@ class App:
         assert self.journal is not None and self.relay is not None
         emits = list(emits)
         try:
-            await asyncio.to_thread(self.journal.append, inp, emits)
+            rows = await asyncio.to_thread(metrics.timed(self.journal.append), inp, emits)
         except Exception as exc:  # any failure of the journaling step: the input was not journaled
             self.journal_failures += 1
             error = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -528,6 +528,7 @@ class App:
             log.warning("journal_writable_again")
             self.relay.republish_status()
         self.inputs += counted
+        metrics.journaled(inp, emits, rows)  # inputs, settlements, alarms, holds (daemon/metrics.py)
         self._rounds_since_prune += sum(message_schema(e.message) in ROUND_COMPLETE_SCHEMAS for e in emits)
         for e in emits:
             shoe, rnd = getattr(e.message, "shoe", None), getattr(e.message, "round", None)

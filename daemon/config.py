@@ -35,6 +35,7 @@ import msgspec
 
 from tablesense.daemon.bounded import InputTooLarge, read_bounded
 from tablesense.daemon.config_issues import ConfigError, ConfigIssue, IssueCollector
+from tablesense.daemon.netaddr import is_loopback
 from tablesense.daemon.rules.advantage import parse_threshold
 from tablesense.daemon.rules.errors import RulesError
 from tablesense.daemon.rules.games import GAMES, get_game
@@ -57,6 +58,7 @@ __all__ = [
     "DeviceConfig",
     "IntegrityConfig",
     "JournalConfig",
+    "MetricsConfig",
     "MqttConfig",
     "RoundConfig",
     "SpotConfig",
@@ -247,6 +249,22 @@ class RoundConfig(_Strict, frozen=True):
     start: Literal["card", "button"] = "card"
 
 
+class MetricsConfig(_Strict, frozen=True):
+    """Prometheus metrics (:mod:`daemon.metrics`; docs/install.md "Metrics"), off by default.
+
+    Attributes:
+        listen: ``HOST:PORT`` of an HTTP listener on a loopback address (``127.0.0.1:9464``), for a
+            Prometheus or agent on the same machine; ``None``: no listener.
+        textfile: a ``.prom`` file rewritten atomically every ``interval`` seconds for node_exporter's
+            textfile collector (``/run/tablesense/bac-01/metrics.prom``): the form for hardened units.
+        interval: seconds between two readings of the daemon's state (and textfile writes), 1-3600.
+    """
+
+    listen: str | None = None
+    textfile: str | None = None
+    interval: int = 15
+
+
 class TableConfig(_Strict, frozen=True):
     """One table (docs/configuration.md). Money is integer minor units of ``currency``."""
 
@@ -267,6 +285,7 @@ class TableConfig(_Strict, frozen=True):
     uth: UthConfig = msgspec.field(default_factory=UthConfig)
     round: RoundConfig = msgspec.field(default_factory=RoundConfig)
     integrity: IntegrityConfig = msgspec.field(default_factory=IntegrityConfig)
+    metrics: MetricsConfig = msgspec.field(default_factory=MetricsConfig)
 
     @property
     def shoe_decks(self) -> int:
@@ -631,7 +650,7 @@ def _validate(cfg: TableConfig, raw: Mapping[str, Any]) -> None:
     if all(name in _BET_NAMES for name in cfg.wagers):
         _each_problem(_validate_spots, cfg, found)
     for check in (_validate_devices, _validate_mqtt, _validate_integrity, _validate_journal, _validate_burn,
-                  _validate_uth):
+                  _validate_uth, _validate_metrics):
         _each_problem(check, cfg, found)
     for section, games in _GAME_SECTIONS.items():
         if section in raw and cfg.game not in games:
@@ -857,3 +876,19 @@ def _validate_burn(cfg: TableConfig) -> None:
 def _validate_uth(cfg: TableConfig) -> None:
     if not 0 <= cfg.uth.burn_before_board <= 5:
         raise _err("uth.burn_before_board", f"{cfg.uth.burn_before_board} must be 0 to 5")
+
+
+def _validate_metrics(cfg: TableConfig) -> None:
+    m = cfg.metrics
+    if m.listen is not None:
+        host, sep, port = m.listen.rpartition(":")
+        if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise _err("metrics.listen", f"{m.listen!r} is not HOST:PORT")
+        if not is_loopback(host):
+            raise _err("metrics.listen", f"{host!r} is not a loopback address (127.0.0.1, ::1): the metrics "
+                       "are for this machine; expose them through an agent or use metrics.textfile")
+    if m.textfile is not None and (not m.textfile.startswith("/") or not m.textfile.endswith(".prom")):
+        raise _err("metrics.textfile", f"{m.textfile!r} must be an absolute path ending in .prom "
+                   "(node_exporter reads only *.prom files)")
+    if not 1 <= m.interval <= 3600:
+        raise _err("metrics.interval", f"{m.interval} must be 1 to 3600 seconds")

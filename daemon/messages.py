@@ -40,6 +40,7 @@ __all__ = [
     "DerivedCell",
     "DeviceStatus",
     "FloorRound",
+    "HealthMessage",
     "MarkColour",
     "Message",
     "PaytableLine",
@@ -248,6 +249,42 @@ class TableStatus(Message, frozen=True, tag="tablesense.status"):
 
     state: str
     detail: str = ""
+
+
+class HealthMessage(Message, frozen=True, tag="tablesense.health"):
+    """Retained on ``{prefix}/{table}/health`` every 30 s and at every connection: the essentials of the
+    daemon's Prometheus metrics (:mod:`daemon.metrics`), for consumers that do not scrape. Not journaled
+    (``seq`` 0, ``msg_id`` empty), like the status. Counts are since the daemon started.
+
+    Attributes:
+        software: the package version. uptime_s: seconds since the daemon started.
+        inputs: inputs applied and journaled (device events and commands).
+        frames_rejected: by reason (``checksum``, ``malformed``, ``too_long``, ``unknown_type``,
+            ``duplicate``, ``gap``, ``resend``); garbage_bytes: bytes outside any frame.
+        devices: device name -> ``online`` or ``down``.
+        settlements: wagers settled. alarms: alarms raised. open_holds: alarm codes holding the round.
+        outbox_backlog: journaled messages not yet acknowledged by the broker.
+        relay_reconnects: connections after the first. publish_rejected: negative PUBACKs.
+        journal_bytes: journal file and WAL size.
+        journal_commit_ms_mean, card_to_publish_ms_mean: means over the last interval (milliseconds),
+            ``None`` when nothing was journaled or published in it.
+    """
+
+    software: str
+    uptime_s: int
+    inputs: int
+    frames_rejected: dict[str, int]
+    garbage_bytes: int
+    devices: dict[str, str]
+    settlements: int
+    alarms: int
+    open_holds: int
+    outbox_backlog: int
+    relay_reconnects: int
+    publish_rejected: int
+    journal_bytes: int
+    journal_commit_ms_mean: float | None = None
+    card_to_publish_ms_mean: float | None = None
 
 
 class RoundState(Message, frozen=True, tag="tablesense.round"):
@@ -570,10 +607,10 @@ class ScoreboardMessage(Message, frozen=True, tag=SCOREBOARD_SCHEMA):
 
 _MESSAGE_TYPES: tuple[type[Message], ...] = (
     TableStatus, RoundState, RoundResults, SettlementMessage, AlarmMessage, DeviceStatus, FloorRound,
-    TableInfo, ScoreboardMessage)
+    TableInfo, ScoreboardMessage, HealthMessage)
 
 AnyMessage = (TableStatus | RoundState | RoundResults | SettlementMessage | AlarmMessage | DeviceStatus
-              | FloorRound | TableInfo | ScoreboardMessage)
+              | FloorRound | TableInfo | ScoreboardMessage | HealthMessage)
 """Tagged union of every published message (decode by its ``schema`` field)."""
 
 _ENCODER = msgspec.json.Encoder()

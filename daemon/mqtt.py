@@ -60,6 +60,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
+from tablesense.daemon import metrics
 from tablesense.daemon.journal.errors import JournalError
 from tablesense.daemon.logging import get_logger
 
@@ -590,6 +591,23 @@ class Relay:
         self._status_tasks.add(task)
         task.add_done_callback(self._status_tasks.discard)
 
+    def publish_now(self, topic: str, payload: bytes, *, retain: bool) -> None:
+        """Publish ``payload`` on ``topic`` (QoS 1) now, from memory, not through the journal: a snapshot
+        that needs no place in the table's sequence (the periodic ``health`` message,
+        :mod:`daemon.metrics`). Best effort: nothing while disconnected or stopping. Returns at once."""
+        client = self._client
+        if client is None or not self.connected or self._stopping.is_set():
+            return
+        task = asyncio.create_task(self._publish_now(client, topic, payload, retain), name="mqtt-now")
+        self._status_tasks.add(task)
+        task.add_done_callback(self._status_tasks.discard)
+
+    async def _publish_now(self, client: _AckClient, topic: str, payload: bytes, retain: bool) -> None:
+        try:
+            await self._publish(client, topic, payload, 1, retain)
+        except (aiomqtt.MqttError, TimeoutError) as exc:
+            log.warning("mqtt_publish_now_failed", topic=topic, error=str(exc))
+
     async def _publish_alarm(self, client: _AckClient, payload: bytes) -> None:
         try:
             await self._publish(client, self.topics.for_channel("alarms"), payload, 1, False)
@@ -780,6 +798,7 @@ class Relay:
         rows marked before it are counted."""
         if not rows:
             return
+        metrics.published(rows)  # acknowledged by the broker: card-to-publish latency
         journal = self._journal
 
         def mark_all() -> tuple[list[JournalError | None], BaseException | None]:

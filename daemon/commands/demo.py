@@ -74,6 +74,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--signage-port", type=int, default=0, metavar="PORT",
                    help="port of the signage display on 127.0.0.1 (default: a free port)")
     p.add_argument("--no-signage", action="store_true", help="do not start the signage display")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve the daemon's Prometheus metrics on 127.0.0.1:PORT (0: a free port)")
     p.set_defaults(func=run)
 
 
@@ -85,13 +87,16 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--pace must be 0..10 seconds, got {args.pace}")
     if not 0 <= args.signage_port <= 65535:
         raise UsageError(f"--signage-port must be 0..65535, got {args.signage_port}")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise UsageError(f"--metrics-port must be 0..65535, got {args.metrics_port}")
     broker = parse_broker(args.broker) if args.broker else None
     pace = args.pace if args.pace is not None else (0.0 if args.no_ui else 0.25)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     try:
         lines = asyncio.run(run_demo(args.game, args.rounds, seed, broker=broker, ui=not args.no_ui,
                                      pace=pace, keep=args.keep,
-                                     signage_port=None if args.no_signage else args.signage_port))
+                                     signage_port=None if args.no_signage else args.signage_port,
+                                     metrics_port=args.metrics_port))
     except KeyboardInterrupt:
         print("demo interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
@@ -106,11 +111,14 @@ def run(args: argparse.Namespace) -> int:
 
 async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int] | None = None,
                    ui: bool = False, pace: float = 0.0, keep: bool = False,
-                   out: Any = None, signage_port: int | None = 0) -> list[str]:
+                   out: Any = None, signage_port: int | None = 0,
+                   metrics_port: int | None = None) -> list[str]:
     """Run the demo in the current event loop; returns the summary lines.
 
     ``signage_port``: start the signage display on ``127.0.0.1:signage_port`` (0: a free port) and print
     its URL in the banner line (to ``out``, default stdout) before the first round; ``None``: no display.
+    ``metrics_port``: serve the daemon's Prometheus metrics on ``127.0.0.1:metrics_port`` (0: a free
+    port; the address is in the banner); the retained health message is published in any case.
 
     SIGTERM and SIGHUP (:data:`STOP_SIGNALS`) cancel the demo like Ctrl-C; everything is cleaned up
     and :class:`DemoStopped` raised (a second signal during the clean-up is ignored, so it completes).
@@ -120,6 +128,7 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
     """
     import aiomqtt
 
+    from tablesense.daemon import metrics
     from tablesense.daemon.app import App
     from tablesense.daemon.broker import AmqttBroker, BrokerError, MosquittoBroker, mosquitto_binary
     from tablesense.daemon.config import parse_config
@@ -155,6 +164,7 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
     app: App | None = None
     views: dict[str, TableView] = {}
     stop_signage: Any = None
+    metrics_server: Any = None
     signage_url: str | None = None
     stream = out if out is not None else sys.stdout
     try:
@@ -186,14 +196,21 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
             except OSError as exc:
                 raise UsageError(f"--signage-port {signage_port}: cannot listen on 127.0.0.1: "
                                  f"{exc.strerror or exc}") from None
+        metrics.bind(config.table)
+        if metrics_port is not None:
+            metrics_server = metrics.start(f"127.0.0.1:{metrics_port}")
+            if metrics_server is None:
+                raise UsageError(f"--metrics-port {metrics_port}: cannot listen on 127.0.0.1")
         print(f"tablesense demo: table {config.table} ({game}), {rounds} rounds, seed {seed}, broker "
-              f"{host}:{port}" + (f", signage display on {signage_url}" if signage_url else ""),
+              f"{host}:{port}" + (f", signage display on {signage_url}" if signage_url else "")
+              + (f", metrics on http://{metrics_server.address}/metrics" if metrics_server else ""),
               file=stream, flush=True)
         sim = SimTable(config, dev, seed=seed, pace=pace)
         await sim.start()
         app = App(config)
         app.open()
         tasks.append(asyncio.create_task(app.run(), name="daemon"))
+        tasks.append(asyncio.create_task(metrics.run_metrics(app, interval=1.0), name="metrics"))
         ready = asyncio.Event()
         table = config.table
 
@@ -224,6 +241,8 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         await asyncio.gather(*tasks, return_exceptions=True)
         if stop_signage is not None:
             await stop_signage()
+        if metrics_server is not None:
+            metrics_server.close()
         if sim is not None:
             await sim.close()
         if amqtt_broker is not None:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from tablesense.daemon import metrics
 from tablesense.daemon.cli import UsageError
 from tablesense.daemon.config import ConfigError, TableConfig, load_config
 from tablesense.daemon.logging import configure, get_logger
@@ -116,14 +117,24 @@ def reload_config(app: App, path: str) -> list[str]:
 
 
 async def _serve(app: App, path: str, reload_pending: bool) -> int:
-    """:meth:`App.run` with SIGHUP handled as :func:`reload_config`."""
+    """:meth:`App.run` with SIGHUP handled as :func:`reload_config`, the metrics (``[metrics]``: listener,
+    textfile) and the retained health message (:mod:`daemon.metrics`)."""
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, reload_config, app, path)
+    cfg = app.config.metrics
+    metrics.bind(app.config.table)
+    server = metrics.start(cfg.listen)
+    watcher = asyncio.create_task(metrics.run_metrics(app, textfile=cfg.textfile, interval=cfg.interval),
+                                  name="metrics")
     try:
         if reload_pending:
             reload_config(app, path)
         return await app.run()
     finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        if server is not None:
+            server.close()
         loop.remove_signal_handler(signal.SIGHUP)
 
 
