@@ -110,6 +110,7 @@ def test_wheel_has_one_import_name_and_its_package_data(wheel: Path) -> None:
                    "tablesense/deploy/systemd/tablesense@.service",
                    "tablesense/deploy/systemd/tablesense-signage@.service",
                    "tablesense/deploy/udev/70-tablesense.rules", "tablesense/deploy/install.sh",
+                   "tablesense/deploy/grafana/tablesense.json", "tablesense/schemas/tablesense.health.json",
                    "tablesense/schemas/tablesense.settlement.json", "tablesense/py.typed"):
         assert needed in names, needed
     shipped = {p.name for p in (ROOT / "docs" / "schemas").glob("*.json")}
