@@ -5,15 +5,20 @@
     python3 tasks.py test [PYTEST ARGS...]   create/update .venv, then ruff, mypy and pytest
 
 Only the standard library is used here, so a fresh machine with Python 3.11+ needs nothing else.
-The virtual environment is rebuilt from pyproject.toml whenever that file changes.
+The virtual environment is rebuilt from pyproject.toml whenever that file changes; that takes a minute or
+so, and every step shows as it happens (the package pip is collecting or installing, with the seconds
+spent so far, and a line every 15 s while pip is quiet), so a slow network never looks like a hang.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
+import threading
+import time
 import venv
 from pathlib import Path
 
@@ -26,6 +31,49 @@ def _bin(name: str) -> Path:
     return VENV / ("Scripts" if os.name == "nt" else "bin") / name
 
 
+_SHOWN = re.compile(r"^(Collecting|Building wheels? |Installing collected packages|Successfully installed|"
+                    r"ERROR|WARNING|error:)")
+"""pip output lines worth showing as progress (the rest is shown only when pip fails)."""
+
+
+def run_with_progress(argv: list[str], *, quiet_every: float = 15.0) -> None:
+    """Run ``argv`` (pip), printing its progress lines as they come, ``tasks:   [12s] Collecting rich``,
+    and ``tasks:   [45s] still working`` after every ``quiet_every`` seconds without one. On failure the
+    whole output is printed and ``subprocess.CalledProcessError`` raised."""
+    start = time.monotonic()
+    last = [start]
+    done = threading.Event()
+
+    def say(text: str) -> None:
+        now = time.monotonic()
+        last[0] = now
+        print(f"tasks:   [{now - start:3.0f}s] {text}", flush=True)
+
+    def heartbeat() -> None:
+        while not done.wait(min(1.0, quiet_every)):
+            if time.monotonic() - last[0] >= quiet_every:
+                say("still working")
+
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            env={**os.environ, "PIP_PROGRESS_BAR": "off"})
+    beat = threading.Thread(target=heartbeat, daemon=True)
+    beat.start()
+    output: list[str] = []
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            output.append(line)
+            if _SHOWN.match(line.strip()):
+                say(" ".join(line.split())[:150])
+        code = proc.wait()
+    finally:
+        done.set()
+        beat.join()
+    if code != 0:
+        sys.stdout.write("".join(output))
+        raise subprocess.CalledProcessError(code, argv)
+
+
 def ensure_venv() -> None:
     """Create .venv if missing and (re)install the project with its dev extra when pyproject changed."""
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
@@ -35,9 +83,10 @@ def ensure_venv() -> None:
     if STAMP.exists() and STAMP.read_text().strip() == digest:
         return
     py = str(_bin("python"))
-    print("tasks: installing tablesense and its dev tools into .venv", flush=True)
-    subprocess.run([py, "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True)
-    subprocess.run([py, "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[dev]"], check=True)
+    print("tasks: installing tablesense and its dev tools into .venv (about a minute)", flush=True)
+    run_with_progress([py, "-m", "pip", "install", "--disable-pip-version-check", "--upgrade", "pip"])
+    run_with_progress([py, "-m", "pip", "install", "--disable-pip-version-check", "-e", f"{ROOT}[dev]"])
+    print("tasks: .venv is ready", flush=True)
     STAMP.write_text(digest + "\n")
 
 

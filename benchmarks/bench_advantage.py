@@ -1,4 +1,5 @@
-"""Benchmark: the advantage-play watch after every round (issue 6: "cheap from the shoe composition").
+"""Benchmark: the advantage-play watch after every round (it must stay cheap: it works from the shoe
+composition).
 
 Run: ``.venv/bin/python benchmarks/bench_advantage.py [--shoes N] [--seed S]``. Deals N shuffled 8-deck
 shoes round by round (6 cards per round to the cut card at 80 %), and after every round times one

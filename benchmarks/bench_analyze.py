@@ -1,4 +1,4 @@
-"""Benchmark: the full exact analysis of every baccarat wager for an 8-deck shoe (issue 2 speed goal:
+"""Benchmark: the full exact analysis of every baccarat wager for an 8-deck shoe (speed goal:
 standard + EZ together under 2 s on 2 cores).
 
 Run: ``.venv/bin/python benchmarks/bench_analyze.py [--runs N] [--decks D]``. Each run starts cold: the

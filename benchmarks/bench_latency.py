@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Settlement latency and daemon memory on the real path (issue 4, "Benchmark"; not a test).
+"""Settlement latency and daemon memory on the real path (not a test).
 
 Simulated shoe and bet pads on pseudo-terminals -> ``tablesense run`` (a subprocess, as in production)
 -> a private Mosquitto -> a subscriber in this process. For every settlement it measures the time from
@@ -11,7 +11,7 @@ peak VmHWM from /proc).
 
     .venv/bin/python benchmarks/bench_latency.py [--settlements 2000] [--seed 7]
 
-Goal (issue 4): p99 under 10 ms; resident memory under 80 MB. The dealer waits for the daemon's
+Goal: p99 under 10 ms; resident memory under 80 MB. The dealer waits for the daemon's
 acknowledgement of each frame before the next (pace 0), so this is latency, not throughput.
 """
 

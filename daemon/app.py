@@ -1,4 +1,5 @@
-"""The daemon's wiring: devices -> state machine -> journal -> relay -> broker (design.md "The flow").
+"""The daemon's wiring: devices -> state machine -> journal -> relay -> broker (bytes -> events -> round
+-> settlements -> journal -> MQTT).
 
 One asyncio loop, independent tasks, data flowing one way:
 
@@ -6,7 +7,8 @@ One asyncio loop, independent tasks, data flowing one way:
   on a bounded queue (a full queue slows reading; nothing is dropped);
 * the input task takes each item, stamps it with the arrival time (ISO 8601 UTC), runs it through
   :class:`~daemon.table.TableMachine` and appends the input and every emitted message to the journal in
-  ONE transaction *before* anything is published (issue 5), then acknowledges the frame to the device;
+  ONE transaction *before* anything is published (the transactional outbox, docs/journal.md), then
+  acknowledges the frame to the device;
   the append (with its fsync) runs in a worker thread so the relay keeps publishing meanwhile;
 * commands from the broker (``cmd/{name}``) are machine inputs too, handled the same way and answered
   with the machine's :class:`~daemon.table.CommandReply`; one lock around "machine, then journal" keeps
@@ -44,8 +46,8 @@ calls :meth:`Journal.prune` in a worker thread, after acknowledging the input th
 the journal keeps the config's ``journal.retention_rounds`` (at least the current round and the 9
 before it for recall) and ``journal.retention_days``, every undelivered row and what replay needs.
 
-A journal that fails its integrity check at start (:class:`JournalDamaged`, issue 5: "a damaged journal
-raises a critical alarm and tablesense refuses to settle rather than guess") does not stop the service:
+A journal that fails its integrity check at start (:class:`JournalDamaged`: a damaged journal
+raises a critical alarm and tablesense refuses to settle rather than guess) does not stop the service:
 :meth:`App.open` switches to a *refusing* mode. No machine is built and no device is opened (no input is
 applied or acknowledged, so the devices keep their unacknowledged frames), and the relay publishes,
 from memory and not through the journal, one critical ``JOURNAL_DAMAGED`` alarm on ``alarms`` and the
@@ -83,7 +85,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from tablesense.daemon import sdnotify
+from tablesense.daemon import metrics, sdnotify
 from tablesense.daemon.bounded import read_bounded
 from tablesense.daemon.config import MAX_CONFIG_BYTES, TableConfig
 from tablesense.daemon.journal import (
@@ -128,11 +130,9 @@ __all__ = ["COMMAND_BURST", "COMMAND_RATE", "PRUNE_EVERY_ROUNDS", "RESEND_WAIT",
 
 log = get_logger(component="app")
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 """Signals that stop the daemon cleanly (the current input finishes, ``offline`` is published). SIGHUP
-(the terminal went away, or an operator's ``kill -HUP`` expecting a reload) is a clean stop too: the
-config is not reloaded (restart to apply a new config; docs/reliability.md), and the default action --
-dying at once with status 129, no ``offline`` -- is never right for the table daemon."""
+never stops it: ``tablesense run`` reloads the config on SIGHUP (:mod:`daemon.commands.run`)."""
 
 PRUNE_EVERY_ROUNDS = 10
 """Completed rounds between two :meth:`Journal.prune` calls (each deletes whole rounds in one
@@ -148,7 +148,8 @@ _TIMER_STEP = 0.25
 
 
 COMMAND_RATE = 20.0
-"""Default sustained operator commands per second a table accepts (issue 6: inputs are bounded)."""
+"""Default sustained operator commands per second a table accepts (inputs are bounded, docs/security.md
+"Bounds")."""
 
 COMMAND_BURST = 50
 """Default number of commands a table accepts at once before :data:`COMMAND_RATE` applies."""
@@ -335,7 +336,7 @@ class _MemoryOutbox:
 class App:
     """One table's daemon. ``App(config)``; ``await app.run()`` until :meth:`stop` or a signal.
 
-    ``install_signals``: handle SIGTERM/SIGINT/SIGHUP (:data:`STOP_SIGNALS`) by stopping (the ``run``
+    ``install_signals``: handle SIGTERM/SIGINT (:data:`STOP_SIGNALS`) by stopping (the ``run``
     command; tests leave it off
     and call :meth:`stop`). ``links``: extra or replacement links for tests (default: one per
     configured device). Attributes for tests and the demo: ``machine``, ``journal``, ``relay``,
@@ -971,22 +972,23 @@ class App:
         assert self.journal is not None and self.relay is not None
         emits = list(emits)
         try:
-            await asyncio.to_thread(self.journal.append, inp, emits)
+            rows = await asyncio.to_thread(metrics.timed(self.journal.append), inp, emits)
         except Exception as exc:  # any failure of the journaling step: the input was not journaled
             self._journal_failed(inp, exc)
             return False
-        self._journaled(emits, counted)
+        self._journaled(inp, emits, rows, counted)
         if self._outage is not None and not isinstance(inp.event, JournalOutage):
             await self._record_outage()
         return True
 
-    def _journaled(self, emits: list[Emit], counted: bool) -> None:
+    def _journaled(self, inp: TimedInput, emits: list[Emit], rows: list[OutboxRow], counted: bool) -> None:
         assert self.relay is not None
         if self._status_detail and self.refusal is None:
             self._status_detail = ""
             log.warning("journal_writable_again")
             self.relay.republish_status()
         self.inputs += counted
+        metrics.journaled(inp, emits, rows)  # inputs, settlements, alarms, holds (daemon/metrics.py)
         self._rounds_since_prune += sum(message_schema(e.message) in ROUND_COMPLETE_SCHEMAS for e in emits)
         for e in emits:
             shoe, rnd = getattr(e.message, "shoe", None), getattr(e.message, "round", None)

@@ -1,4 +1,4 @@
-"""Bounded reads of user-named files (issue 6 "Bounds": config sizes, command inputs).
+"""Bounded reads of user-named files (docs/security.md "Bounds": config sizes, command inputs).
 
 ``Path.read_bytes()`` trusts ``st_size``, which is 0 for ``/dev/zero``, a FIFO or a pipe, and then reads
 until EOF -- 7 GB of RSS for ``/dev/zero``. :func:`read_bounded` reads at most ``limit + 1`` bytes

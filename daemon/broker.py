@@ -1,9 +1,10 @@
 """A private MQTT broker on a free loopback port, for `tablesense demo`, tests and benchmarks.
 
 :class:`MosquittoBroker` runs the ``mosquitto`` binary (2.x, MQTT v5) with a generated config in its own
-directory (persistence on, autosave every second, large queues: ecosystem.md §5.2), so a caller can
+directory (persistence on, autosave every second, large queues: mosquitto.conf(5) persistence,
+autosave_interval, max_queued_messages), so a caller can
 stop, kill and restart it. :class:`AmqttBroker` is the in-process fallback when the binary is absent
-(amqtt 0.12, MQTT 3.1.1 only: the daemon falls back to 3.1.1 against it; ecosystem.md §5.1).
+(amqtt 0.12, MQTT 3.1.1 only: the daemon falls back to 3.1.1 against it).
 Neither ever binds anything but 127.0.0.1.
 """
 

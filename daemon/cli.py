@@ -5,6 +5,8 @@ Each sub-command lives in its own module under :mod:`daemon.commands` exposing
 arguments and returns the exit status. Errors a user can fix are reported as one line on stderr with
 exit status 2, never a traceback. A closed pipe on stdout (``tablesense recall --json | head``) ends
 the command quietly with exit status 141 (128 + SIGPIPE, as the shell reports for other tools).
+``tablesense --version`` prints ``tablesense <version>`` from the installed package's metadata
+(:func:`daemon.version.software_version`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
+
+from tablesense.daemon.version import software_version
 
 COMMANDS: tuple[str, ...] = (
     "settle",
@@ -58,6 +62,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = OneLineParser(prog="tablesense", description=(
         "Live table-sensor daemon for casino table games: card-reading shoe and bet pads in, "
         "exact pair-wager settlements out over MQTT."))
+    parser.add_argument("--version", action="version", version=f"tablesense {software_version()}",
+                        help="print the installed version (package metadata) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                 parser_class=OneLineParser)
     for name in COMMANDS if only is None else (only,):
@@ -66,6 +72,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _chosen_module(argv: Sequence[str]) -> str | None:
+    if "--version" in argv[:1]:
+        return "settle"  # any one command: --version needs no other module imported
     first = next((a for a in argv if not a.startswith("-")), None)
     for name in COMMANDS:
         if first in (name, _command_name(name)):

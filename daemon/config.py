@@ -5,7 +5,7 @@
 ``spots.7: mapped twice (also spots.3)``, ``wagers.dragon_7: not offered in baccarat (only ez-baccarat)``,
 ``wagers.perfect_pairs.paytable: '25-12-5' is allowed with 8 decks only, not 6 (...)``.
 
-Validation (issue 4): unknown keys, wrong types, a paytable the regulations do not allow for the deck
+Validation: unknown keys, wrong types, a paytable the regulations do not allow for the deck
 count (checked by the rules modules' own ``from_names``), a wager the game does not offer, a spot
 mapped twice, limits, seats, devices, and the file size (at most :data:`MAX_CONFIG_BYTES`). The key
 reference is docs/configuration.md; examples for every game are in deploy/examples/.
@@ -22,14 +22,20 @@ looked up in the codec registry (:func:`drivers.protocols.get_codec`).
 
 from __future__ import annotations
 
+import copy
+import os
 import re
 import tomllib
+import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
 from tablesense.daemon.bounded import InputTooLarge, read_bounded
+from tablesense.daemon.config_issues import ConfigError, ConfigIssue, IssueCollector
+from tablesense.daemon.netaddr import is_loopback
 from tablesense.daemon.rules.advantage import parse_threshold
 from tablesense.daemon.rules.errors import RulesError
 from tablesense.daemon.rules.games import GAMES, get_game
@@ -39,6 +45,7 @@ from tablesense.daemon.topics import TABLE_ID, prefix_problem, table_problem
 from tablesense.drivers.protocols import UnknownProtocol, get_codec
 
 __all__ = [
+    "CREDENTIALS_VARIABLE",
     "MAX_CONFIG_BYTES",
     "MAX_MONEY",
     "MAX_SESSION_EXPIRY",
@@ -48,9 +55,11 @@ __all__ = [
     "BurnConfig",
     "CommissionConfig",
     "ConfigError",
+    "ConfigIssue",
     "DeviceConfig",
     "IntegrityConfig",
     "JournalConfig",
+    "MetricsConfig",
     "MqttConfig",
     "RoundConfig",
     "SignageConfig",
@@ -65,7 +74,7 @@ __all__ = [
 ]
 
 MAX_CONFIG_BYTES = 1 << 20
-"""A config file larger than 1 MiB is refused (issue 6: bounded inputs)."""
+"""A config file larger than 1 MiB is refused (bounded inputs, docs/security.md "Bounds")."""
 
 _ID = TABLE_ID
 """Table, seat, spot and device ids: safe inside an MQTT topic level (no ``/``, ``+``, ``#``)."""
@@ -90,10 +99,6 @@ _HAND_BETS = frozenset({Bet.PERFECT_PAIRS, Bet.DRAGON_BONUS})
 """Baccarat wagers placed on one hand (§ 627c.1; § 631a.8(a)(4))."""
 
 
-class ConfigError(ValueError):
-    """The configuration is not usable; ``str()`` is one line naming the key."""
-
-
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     pass
 
@@ -104,16 +109,17 @@ class CommissionConfig(_Strict, frozen=True):
     Attributes:
         rate: ``"5%"``, ``"0.05"`` or ``"1/20"`` (exact, never a float in money).
         unit: rounding unit in minor units (1 = cent, 25 = quarter).
-        mode: ``half_up`` (default), ``up``, ``down`` or ``half_even``.
+        rounding: ``half_up`` (default), ``up``, ``down`` or ``half_even`` (the same key as in
+            ``tablesense settle`` input; it was called ``mode`` before).
     """
 
     rate: str = "5%"
     unit: int = 1
-    mode: str = "half_up"
+    rounding: str = "half_up"
 
     def rule(self) -> CommissionRule:
-        """The :class:`CommissionRule`; raise ``ValueError`` on a bad rate, unit or mode."""
-        return CommissionRule(CommissionRule.parse_rate(self.rate), self.unit, RoundingMode(self.mode))
+        """The :class:`CommissionRule`; raise ``ValueError`` on a bad rate, unit or rounding."""
+        return CommissionRule(CommissionRule.parse_rate(self.rate), self.unit, RoundingMode(self.rounding))
 
 
 class WagerConfig(_Strict, frozen=True):
@@ -153,7 +159,7 @@ class TlsConfig(_Strict, frozen=True):
 
 
 class MqttConfig(_Strict, frozen=True):
-    """The broker connection (issue 4 "MQTT", issue 6 "Security").
+    """The broker connection (docs/configuration.md "[mqtt]", docs/security.md).
 
     Attributes:
         protocol: ``"5"`` (default) or ``"3.1.1"``; ``fallback`` retries with 3.1.1 when 5 is refused.
@@ -184,13 +190,14 @@ class MqttConfig(_Strict, frozen=True):
 
 
 class JournalConfig(_Strict, frozen=True):
-    """Where the SQLite journal lives, the key that seals it, and how long rounds are kept (issue 5).
+    """Where the SQLite journal lives, the key that seals it, and how long rounds are kept (docs/journal.md).
 
     ``key_file``: the table's journal sealing key (docs/journal.md "The key"): an absolute path, or a
     bare systemd credential name (default ``journal-key``: ``$CREDENTIALS_DIRECTORY/journal-key``, from
     ``LoadCredential=journal-key:/etc/tablesense/<table>.journal-key`` in the unit).
     ``retention_rounds``: complete rounds always kept (at least 10: game recall shows the current round
-    and the 9 before it, devices-and-standards.md §3.2, Fla. Admin. Code 75-14.043). ``retention_days``:
+    and the 9 before it, AGCO "most recent game plus 9 prior", Fla. Admin. Code 75-14.043).
+    ``retention_days``:
     a round older than that is deleted only once it also ended more than this many days ago (0: by
     round count alone). ``max_size``: when the journal's used size exceeds this many bytes (an integer,
     or a string such as ``"2 GiB"``, ``"500 MB"``; 0: no bound), older rounds are deleted regardless of
@@ -266,7 +273,7 @@ class UthConfig(_Strict, frozen=True):
 
 
 class IntegrityConfig(_Strict, frozen=True):
-    """Integrity watches (issue 6). ``advantage_threshold``: raise ``ADVANTAGE_PLAY`` when a pair wager's
+    """Integrity watches. ``advantage_threshold``: raise ``ADVANTAGE_PLAY`` when a pair wager's
     exact expected return per unit for the next round is strictly above it; an exact decimal, fraction or
     percentage string (``"0"``, ``"0.005"``, ``"0.5%"``), docs/advantage-watch.md."""
 
@@ -304,8 +311,24 @@ class RoundConfig(_Strict, frozen=True):
     stall_seconds: int = 300
 
 
+class MetricsConfig(_Strict, frozen=True):
+    """Prometheus metrics (:mod:`daemon.metrics`; docs/install.md "Metrics"), off by default.
+
+    Attributes:
+        listen: ``HOST:PORT`` of an HTTP listener on a loopback address (``127.0.0.1:9464``), for a
+            Prometheus or agent on the same machine; ``None``: no listener.
+        textfile: a ``.prom`` file rewritten atomically every ``interval`` seconds for node_exporter's
+            textfile collector (``/run/tablesense/bac-01/metrics.prom``): the form for hardened units.
+        interval: seconds between two readings of the daemon's state (and textfile writes), 1-3600.
+    """
+
+    listen: str | None = None
+    textfile: str | None = None
+    interval: int = 15
+
+
 class TableConfig(_Strict, frozen=True):
-    """One table (issue 4 "Configuration"). Money is integer minor units of ``currency``."""
+    """One table (docs/configuration.md). Money is integer minor units of ``currency``."""
 
     table: str
     game: str
@@ -325,6 +348,7 @@ class TableConfig(_Strict, frozen=True):
     round: RoundConfig = msgspec.field(default_factory=RoundConfig)
     integrity: IntegrityConfig = msgspec.field(default_factory=IntegrityConfig)
     signage: SignageConfig = msgspec.field(default_factory=SignageConfig)
+    metrics: MetricsConfig = msgspec.field(default_factory=MetricsConfig)
 
     @property
     def shoe_decks(self) -> int:
@@ -365,61 +389,177 @@ _SECTIONS: dict[str, type[msgspec.Struct]] = {
 """Config tables whose values are Structs keyed by name (errors inside them name the key)."""
 
 
-def load_config(path: str | Path) -> TableConfig:
+def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> TableConfig:
     """Read and validate a table config file.
 
+    ``environ`` (default ``os.environ``) supplies ``$CREDENTIALS_DIRECTORY`` (:func:`parse_config`).
+
     Raises:
-        ConfigError: unreadable file, larger than 1 MiB, not UTF-8 TOML, or any validation error.
+        ConfigError: unreadable file, larger than 1 MiB, not UTF-8 TOML, or any validation error; every
+            problem found, each with the file, the line where known and the key (:meth:`ConfigError.lines`).
     """
     p = Path(path)
     try:
         size = p.stat().st_size
         if size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{p}: config is {size} bytes, larger than {MAX_CONFIG_BYTES} (1 MiB)")
+            raise ConfigError(f"config is {size} bytes, larger than {MAX_CONFIG_BYTES} (1 MiB)", file=str(p))
         data = read_bounded(p, MAX_CONFIG_BYTES, f"{p}: config")  # /dev/zero, a FIFO: st_size is 0
     except InputTooLarge as exc:
         raise ConfigError(str(exc)) from None
     except OSError as exc:
-        raise ConfigError(f"{p}: cannot read config: {exc.strerror or exc}") from None
+        raise ConfigError(f"cannot read config: {exc.strerror or exc}", file=str(p)) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigError(f"{p}: config is not UTF-8 text") from None
-    cfg = parse_config(text)
-    journal_dir = Path(cfg.journal.directory)
-    if journal_dir.exists() and not journal_dir.is_dir():
-        raise _err("journal.directory", f"{cfg.journal.directory} exists and is not a directory")
+        raise ConfigError("config is not UTF-8 text", file=str(p)) from None
+    try:
+        cfg = parse_config(text, environ=environ)
+        journal_dir = Path(cfg.journal.directory)
+        if journal_dir.exists() and not journal_dir.is_dir():
+            problem = _err("journal.directory", f"{cfg.journal.directory} exists and is not a directory")
+            raise problem.located(text)
+    except ConfigError as exc:
+        raise exc.with_file(str(p)) from None
     return cfg
 
 
-def parse_config(text: str) -> TableConfig:
+CREDENTIALS_VARIABLE = "${CREDENTIALS_DIRECTORY}"
+"""Written in a ``*_file`` value (``credentials_file = "${CREDENTIALS_DIRECTORY}/mqtt"``), it stands for
+the directory in which systemd hands a unit its ``LoadCredential=`` secrets (systemd.exec(5),
+"Credentials"); :func:`parse_config` replaces it with ``$CREDENTIALS_DIRECTORY`` when that is set."""
+
+
+def parse_config(text: str, *, environ: Mapping[str, str] | None = None) -> TableConfig:
     """Validate TOML ``text`` as a table config (see module docstring).
 
+    In every value of a key ending in ``_file`` (``[mqtt] credentials_file``, ``[mqtt.tls] key_file``,
+    ``[journal] key_file`` ...), :data:`CREDENTIALS_VARIABLE` is replaced with ``environ``'s (default
+    ``os.environ``) ``CREDENTIALS_DIRECTORY``; where that is not set the text stays as written, so the
+    file checks of ``run`` and ``check-config`` name it.
+
     Raises:
-        ConfigError: one line naming the key.
+        ConfigError: every problem found (decoding first; the checks of the values once everything
+            decodes), each naming the key and its line; ``str()`` is one line.
     """
     if len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
         raise ConfigError(f"config is larger than {MAX_CONFIG_BYTES} bytes (1 MiB)")
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {_one_line(str(exc))}") from None
+        raise ConfigError([_toml_issue(str(exc))]) from None
     except RecursionError:
         raise ConfigError("invalid TOML: nested too deeply") from None
     except ValueError as exc:  # e.g. an integer with more digits than Python converts
         raise ConfigError(f"invalid TOML: {_one_line(str(exc))[:200]}") from None
+    _expand_credentials(raw, os.environ if environ is None else environ)
     try:
-        cfg = msgspec.convert(raw, TableConfig)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(_locate(raw, str(exc))) from None
-    except RecursionError:
-        raise ConfigError("config: nested too deeply") from None
-    _validate(cfg)
-    for section, games in _GAME_SECTIONS.items():
-        if section in raw and cfg.game not in games:
-            raise _err(section, f"[{section}] configures {' and '.join(games)} only; this table deals "
-                       f"{cfg.game} (remove the section)")
+        cfg = _decode(raw)
+        _validate(cfg, raw)
+    except ConfigError as exc:
+        raise exc.located(text) from None
     return cfg
+
+
+_TOML_AT = re.compile(r"^(?P<what>.*?) \(at line (?P<line>\d+), column (?P<col>\d+)\)$")
+
+
+def _toml_issue(message: str) -> ConfigIssue:
+    """A TOML syntax error, with the line and column tomllib names."""
+    text = _one_line(message)
+    m = _TOML_AT.match(text)
+    if m is None:
+        return ConfigIssue(f"invalid TOML: {text}")
+    return ConfigIssue(f"invalid TOML: {m.group('what')}", line=int(m.group("line")),
+                       column=int(m.group("col")))
+
+
+def _expand_credentials(node: Any, environ: Mapping[str, str]) -> None:
+    """Replace :data:`CREDENTIALS_VARIABLE` in the ``*_file`` string values of the raw document."""
+    directory = environ.get("CREDENTIALS_DIRECTORY")
+    if not directory or not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if isinstance(value, dict):
+            _expand_credentials(value, environ)
+        elif isinstance(value, str) and key.endswith("_file") and CREDENTIALS_VARIABLE in value:
+            node[key] = value.replace(CREDENTIALS_VARIABLE, directory.rstrip("/"))
+
+
+_MAX_ISSUES = 100
+"""At most this many problems are collected from one file."""
+
+
+def _decode(raw: dict[str, Any]) -> TableConfig:
+    """Decode the raw TOML document, collecting every decoding problem: after each one the offending
+    value is set aside (a key removed, a whole ``[spots]``/``[wagers]``/``[devices]`` entry removed, a
+    missing required key given an empty stand-in) and decoding is tried again.
+
+    Raises:
+        ConfigError: every problem (nothing is checked further while any value does not decode).
+    """
+    work = copy.deepcopy(raw)
+    issues: list[ConfigIssue] = []
+    seen: set[str] = set()
+    for _ in range(_MAX_ISSUES):
+        try:
+            cfg = msgspec.convert(work, TableConfig)
+        except msgspec.ValidationError as exc:
+            key, message = _locate(work, str(exc))
+        except RecursionError:
+            issues.append(ConfigIssue("config: nested too deeply"))
+            break
+        else:
+            if issues:
+                break
+            return cfg
+        if key in seen:
+            break
+        seen.add(key)
+        issues.append(ConfigIssue(message, key=key))
+        if not _set_aside(work, key, missing=message.startswith("missing key: ")):
+            break
+    raise ConfigError(issues)
+
+
+_TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _path(key: str) -> list[str | int]:
+    """``spots.7.seat`` -> ``["spots", "7", "seat"]``; ``seats[1]`` -> ``["seats", 1]``."""
+    return [int(i) if i else name for name, i in _TOKEN.findall(key)]
+
+
+def _set_aside(work: dict[str, Any], key: str, *, missing: bool) -> bool:
+    """Change the raw document so that the problem at ``key`` does not recur (see :func:`_decode`);
+    ``False`` when there is no way to."""
+    path = _path(key)
+    if not path or not isinstance(path[0], str):
+        return False
+    top = path[0]
+    if top in _SECTIONS and len(path) >= 2 and isinstance(work.get(top), dict) and path[1] in work[top]:
+        del work[top][path[1]]  # a whole spot, wager or device entry
+        return True
+    fields = {f.name: f for f in msgspec.structs.fields(TableConfig)}
+    if len(path) == 1 or isinstance(path[1], int):
+        field = fields.get(top)
+        if field is None:  # an unknown top-level key
+            return work.pop(top, None) is not None
+        if not field.required:
+            return work.pop(top, None) is not None or missing
+        stand_in = {str: "", list: [], dict: {}}.get(typing.get_origin(field.type) or field.type)
+        if stand_in is None:
+            return False
+        work[top] = stand_in
+        return True
+    node: Any = work
+    for part in path[:-1]:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    if missing or not isinstance(node, dict) or path[-1] not in node:
+        return False  # a required key of a section (none today): nothing to stand in for it
+    del node[path[-1]]
+    return True
 
 
 def _one_line(text: str) -> str:
@@ -431,8 +571,9 @@ _UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]*)`")
 _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]*)`")
 
 
-def _locate(raw: dict[str, Any], msg: str) -> str:
-    """Name the table key when msgspec's path says only ``spots[...]`` (a dict value)."""
+def _locate(raw: dict[str, Any], msg: str) -> tuple[str, str]:
+    """``(key, one-line message)`` of a msgspec validation error; names the table key when msgspec's path
+    says only ``spots[...]`` (a dict value)."""
     m = re.search(r"at `\$\.(\w+)\[\.\.\.\]", msg)
     section = raw.get(m.group(1)) if m else None
     if m and isinstance(section, dict):
@@ -441,12 +582,12 @@ def _locate(raw: dict[str, Any], msg: str) -> str:
             try:
                 msgspec.convert(value, typ)
             except msgspec.ValidationError as inner:
-                text = _validation_message(str(inner))
+                sub_key, text = _validation_message(str(inner))
                 sub = text.split(": ", 1)
+                full = f"{m.group(1)}.{key}" + ("" if sub_key == "config" else f".{sub_key}")
                 if text.startswith(("unknown key: ", "missing key: ")):
-                    return f"{sub[0]}: {m.group(1)}.{key}.{sub[1]}"
-                where = "" if sub[0] == "config" else f".{sub[0]}"
-                return f"{m.group(1)}.{key}{where}: {sub[1]}"
+                    return full, f"{sub[0]}: {full}"
+                return full, f"{full}: {sub[1]}"
     return _validation_message(msg)
 
 
@@ -456,47 +597,143 @@ def _key_path(path: str) -> str:
     return out.lstrip(".")
 
 
-def _validation_message(msg: str) -> str:
+_BET_NAMES = frozenset(b.value for b in Bet)
+
+_RENAMED = {"commission.mode": "commission.rounding"}
+"""Keys that were renamed: naming an old one says the new name."""
+
+
+def _validation_message(msg: str) -> tuple[str, str]:
+    """``(key, message)`` of a msgspec error (``config`` when it is about the whole document)."""
     m = _AT.match(_one_line(msg))
     assert m is not None
     what, path = m.group("what"), _key_path(m.group("path") or "")
     prefix = f"{path}." if path else ""
     if u := _UNKNOWN.match(what):
-        return f"unknown key: {prefix}{u.group('field')}"
+        key = f"{prefix}{u.group('field')}"
+        renamed = f" (renamed: {_RENAMED[key]})" if key in _RENAMED else ""
+        return key, f"unknown key: {key}{renamed}"
     if u := _MISSING.match(what):
-        return f"missing key: {prefix}{u.group('field')}"
-    return f"{path or 'config'}: {what[:1].lower()}{what[1:]}"
+        key = f"{prefix}{u.group('field')}"
+        return key, f"missing key: {key}"
+    return path or "config", f"{path or 'config'}: {what[:1].lower()}{what[1:]}"
 
 
 def _err(key: str, text: str) -> ConfigError:
-    return ConfigError(f"{key}: {_one_line(text)}")
+    """The problem ``text`` with ``key``: ``"<key>: <text>"``, located at that key's line."""
+    return ConfigError([ConfigIssue(f"{key}: {_one_line(text)}", key=key)])
 
 
-def _validate(cfg: TableConfig) -> None:
+def _each_problem(check: Callable[[TableConfig], object], cfg: TableConfig, found: IssueCollector) -> bool:
+    """Run ``check`` until it passes, recording every problem: after each one the key it names is reset
+    to its default (or its ``[spots]``/``[wagers]``/``[devices]`` entry, or its list item, left out) and
+    the check runs again, so one check reports all its problems, not just the first. Stops when a key
+    cannot be reset or comes up again. ``True`` when ``check`` raised nothing at all."""
+    seen: set[str] = set()
+    left_out: dict[str, list[int]] = {}  # list key -> original indices of the items left out so far
+    for _ in range(_MAX_ISSUES):
+        try:
+            check(cfg)
+            return not seen
+        except ConfigError as exc:
+            issue = exc.issues[0]
+            if issue.key is None:
+                found.issues.append(issue)
+                return False
+            key = _original_index(issue.key, left_out)
+            if key in seen:
+                return False
+            seen.add(key)
+            message = issue.message.replace(issue.key, key, 1) if key != issue.key else issue.message
+            found.issues.append(ConfigIssue(message, key=key, line=issue.line, column=issue.column))
+            reset = _reset(cfg, _path(issue.key))
+            if reset is None:
+                return False
+            cfg = reset
+    return False
+
+
+def _original_index(key: str, left_out: dict[str, list[int]]) -> str:
+    """``seats[1]`` after ``seats[0]`` was left out is ``seats[2]`` of the file; records it as left out."""
+    m = re.fullmatch(r"(?P<list>[^\[]+)\[(?P<i>\d+)\](?P<rest>.*)", key)
+    if m is None:
+        return key
+    gone = left_out.setdefault(m.group("list"), [])
+    index = int(m.group("i"))
+    for earlier in sorted(gone):
+        if earlier <= index:
+            index += 1
+    gone.append(index)
+    return f"{m.group('list')}[{index}]{m.group('rest')}"
+
+
+def _reset(node: Any, path: list[str | int]) -> Any:
+    """``node`` with the value at ``path`` back to its default (a Struct field), or left out (a dict
+    entry, a list item); ``None`` when impossible (a required field outside a dict entry)."""
+    head, rest = path[0], path[1:]
+    if isinstance(node, msgspec.Struct) and isinstance(head, str):
+        field = next((f for f in msgspec.structs.fields(node) if f.name == head), None)
+        if field is None:
+            return None
+        if rest:
+            inner = _reset(getattr(node, head), rest)
+        elif field.required:
+            inner = None
+        else:
+            inner = field.default_factory() if field.default is msgspec.NODEFAULT else field.default
+        if inner is None and (rest or field.required):
+            return None
+        return msgspec.structs.replace(node, **{head: inner})
+    if isinstance(node, dict) and head in node:
+        inner = _reset(node[head], rest) if rest else None
+        return {k: (inner if k == head else v) for k, v in node.items() if k != head or inner is not None}
+    if isinstance(node, list) and isinstance(head, int) and 0 <= head < len(node):
+        inner = _reset(node[head], rest) if rest else None
+        return [inner if i == head else v for i, v in enumerate(node) if i != head or inner is not None]
+    return None
+
+
+def _validate(cfg: TableConfig, raw: Mapping[str, Any]) -> None:
+    """Check the decoded config, collecting every problem (:func:`_each_problem`); the checks that build
+    on others (wagers on decks and commission, spots on the wager names) run only when those passed."""
+    found = IssueCollector()
+    _each_problem(_validate_table, cfg, found)
+    found.raise_if_any()  # without a known game nothing else can be judged
+    decks_ok = _each_problem(_validate_decks, cfg, found)
+    commission_ok = _each_problem(_validate_commission, cfg, found)
+    _each_problem(_validate_money, cfg, found)
+    if decks_ok and commission_ok:
+        try:
+            base_rules = get_game(cfg.game).rules(cfg.decks, None, cfg.commission_rule())
+        except RulesError as exc:
+            found.issues.extend(_err("decks", str(exc)).issues)
+        else:
+            _each_problem(lambda c: _validate_wagers(c, base_rules), cfg, found)
+    _each_problem(_validate_seats, cfg, found)
+    if all(name in _BET_NAMES for name in cfg.wagers):
+        _each_problem(_validate_spots, cfg, found)
+    for check in (_validate_devices, _validate_mqtt, _validate_integrity, _validate_journal, _validate_round,
+                  _validate_burn, _validate_uth, _validate_signage, _validate_metrics):
+        _each_problem(check, cfg, found)
+    for section, games in _GAME_SECTIONS.items():
+        if section in raw and cfg.game not in games:
+            found.issues.extend(_err(section, f"[{section}] configures {' and '.join(games)} only; this "
+                                     f"table deals {cfg.game} (remove the section)").issues)
+    found.raise_if_any()
+
+
+def _validate_table(cfg: TableConfig) -> None:
     if (problem := table_problem(cfg.table)) is not None:
         raise _err("table", f"{cfg.table!r} {problem}")
     if cfg.game not in GAMES:
         raise _err("game", f"unknown game {cfg.game!r} (choose one of {', '.join(GAMES)})")
-    game = get_game(cfg.game)
-    _validate_decks(cfg)
-    commission = _validate_commission(cfg)
-    if cfg.signage.language not in SIGNAGE_LANGUAGES:
-        raise _err("signage.language", f"{cfg.signage.language[:40]!r} is not a display language "
-                   f"(choose {', '.join(SIGNAGE_LANGUAGES)})")
-    try:
-        base_rules = game.rules(cfg.decks, None, commission)
-    except RulesError as exc:
-        raise _err("decks", str(exc)) from None
+
+
+def _validate_money(cfg: TableConfig) -> None:
     if not re.fullmatch(r"[A-Z]{3}", cfg.currency):
         raise _err("currency", f"{cfg.currency!r} is not an ISO 4217 code such as 'EUR'")
     if not 0 <= cfg.minor_unit <= 4:
         raise _err("minor_unit", f"{cfg.minor_unit} must be 0 to 4 (digits of the minor unit)")
-    _validate_wagers(cfg, base_rules)
-    _validate_seats(cfg)
-    _validate_spots(cfg)
-    _validate_devices(cfg)
-    _validate_mqtt(cfg)
-    _validate_misc(cfg)
 
 
 def _validate_decks(cfg: TableConfig) -> None:
@@ -522,10 +759,10 @@ def _validate_commission(cfg: TableConfig) -> CommissionRule | None:
     except (ValueError, ZeroDivisionError):
         raise _err("commission.rate", f"{c.rate!r} is not a rate such as '5%'") from None
     try:
-        mode = RoundingMode(c.mode)
+        mode = RoundingMode(c.rounding)
     except ValueError:
         modes = ", ".join(m.value for m in RoundingMode)
-        raise _err("commission.mode", f"{c.mode!r} is not one of {modes}") from None
+        raise _err("commission.rounding", f"{c.rounding!r} is not one of {modes}") from None
     if c.unit > MAX_MONEY:
         raise _err("commission.unit", f"{c.unit} is above the largest amount {MAX_MONEY}")
     try:
@@ -686,11 +923,14 @@ def _validate_mqtt(cfg: TableConfig) -> None:
         raise _err("mqtt.tls", "cert_file and key_file go together")
 
 
-def _validate_misc(cfg: TableConfig) -> None:
+def _validate_integrity(cfg: TableConfig) -> None:
     try:
         parse_threshold(cfg.integrity.advantage_threshold)
     except ValueError as exc:
         raise _err("integrity.advantage_threshold", str(exc).removeprefix("advantage_threshold: ")) from None
+
+
+def _validate_journal(cfg: TableConfig) -> None:
     if not cfg.journal.directory.strip():
         raise _err("journal.directory", "empty")
     if not cfg.journal.key_file.strip():
@@ -708,12 +948,43 @@ def _validate_misc(cfg: TableConfig) -> None:
     if cfg.journal.retention_rounds < 10:
         raise _err("journal.retention_rounds", f"{cfg.journal.retention_rounds} must be at least 10 (game "
                    "recall keeps the current round and the 9 before it)")
+
+
+def _validate_round(cfg: TableConfig) -> None:
     if cfg.round.stall_seconds != 0 and not 10 <= cfg.round.stall_seconds <= 86_400:
         raise _err("round.stall_seconds", f"{cfg.round.stall_seconds} must be 0 (off) or 10 to 86400 seconds")
+
+
+def _validate_signage(cfg: TableConfig) -> None:
+    if cfg.signage.language not in SIGNAGE_LANGUAGES:
+        raise _err("signage.language", f"{cfg.signage.language[:40]!r} is not a display language "
+                   f"(choose {', '.join(SIGNAGE_LANGUAGES)})")
+
+
+def _validate_burn(cfg: TableConfig) -> None:
     b = cfg.burn
     if b.mode == "fixed" and not 1 <= b.count <= 52 * cfg.shoe_decks:
         raise _err("burn.count", f"{b.count} must be 1 to {52 * cfg.shoe_decks} with mode 'fixed'")
     if b.mode != "fixed" and b.count != 0:
         raise _err("burn.count", f"only used with mode 'fixed' (mode is {b.mode!r})")
+
+
+def _validate_uth(cfg: TableConfig) -> None:
     if not 0 <= cfg.uth.burn_before_board <= 5:
         raise _err("uth.burn_before_board", f"{cfg.uth.burn_before_board} must be 0 to 5")
+
+
+def _validate_metrics(cfg: TableConfig) -> None:
+    m = cfg.metrics
+    if m.listen is not None:
+        host, sep, port = m.listen.rpartition(":")
+        if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise _err("metrics.listen", f"{m.listen!r} is not HOST:PORT")
+        if not is_loopback(host):
+            raise _err("metrics.listen", f"{host!r} is not a loopback address (127.0.0.1, ::1): the metrics "
+                       "are for this machine; expose them through an agent or use metrics.textfile")
+    if m.textfile is not None and (not m.textfile.startswith("/") or not m.textfile.endswith(".prom")):
+        raise _err("metrics.textfile", f"{m.textfile!r} must be an absolute path ending in .prom "
+                   "(node_exporter reads only *.prom files)")
+    if not 1 <= m.interval <= 3600:
+        raise _err("metrics.interval", f"{m.interval} must be 1 to 3600 seconds")

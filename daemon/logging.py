@@ -4,7 +4,7 @@ Every line carries ``timestamp`` (ISO 8601, UTC), ``level``, ``event`` and whate
 with :func:`bind_table` / :func:`bind_round` (``table``, ``shoe``, ``round``) through
 ``structlog.contextvars`` (so asyncio tasks inherit it; PEP 567). Under systemd (``$JOURNAL_STREAM``
 set) each line starts with a syslog priority prefix ``<N>`` so journald stores real priorities
-(systemd.exec(5) ``SyslogLevelPrefix=``; ecosystem.md §4.1). Third-party stdlib loggers (aiomqtt's
+(systemd.exec(5) ``SyslogLevelPrefix=``, sd-daemon(3)). Third-party stdlib loggers (aiomqtt's
 ``mqtt``, paho) are rendered as the same JSON lines.
 """
 

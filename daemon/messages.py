@@ -7,15 +7,16 @@ left ``0``/``""`` by the round state machine and assigned by the journal with
 ``shoe`` and ``round`` numbers it belongs to. Money is integer minor units; odds are strings such as
 ``"25 to 1"``; cards are strings such as ``"QH"`` / ``"10D"`` (:class:`daemon.rules.cards.Card` ``str``).
 
-Topics (issue 4): ``{prefix}/{table}/status`` :class:`TableStatus`, ``round`` :class:`RoundState`,
+Topics (README.md "MQTT topics"): ``{prefix}/{table}/status`` :class:`TableStatus`, ``round``
+:class:`RoundState`,
 ``results`` :class:`RoundResults`, ``settlements`` :class:`SettlementMessage`, ``alarms``
 :class:`AlarmMessage`, ``devices/{name}`` :class:`DeviceStatus`, ``floor/rounds`` :class:`FloorRound`,
 ``info`` :class:`TableInfo` (retained) and ``scoreboard`` :class:`ScoreboardMessage` (retained, baccarat).
-Only :class:`FloorRound` may carry a face-down card (the information barrier, issue 4 and 6); the
+Only :class:`FloorRound` may carry a face-down card (the information barrier); the
 state machine decides what is public in one place (:mod:`daemon.table.barrier`).
 
 Consumers decode with unknown fields allowed (msgspec's default), so fields may be added within a
-version (ecosystem.md §7.4).
+version (msgspec: unknown fields are ignored unless ``forbid_unknown_fields``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "DerivedCell",
     "DeviceStatus",
     "FloorRound",
+    "HealthMessage",
     "MarkColour",
     "Message",
     "PaytableLine",
@@ -293,6 +295,42 @@ class TableStatus(Message, frozen=True, tag="tablesense.status"):
     chain_head: str = ""
 
 
+class HealthMessage(Message, frozen=True, tag="tablesense.health"):
+    """Retained on ``{prefix}/{table}/health`` every 30 s and at every connection: the essentials of the
+    daemon's Prometheus metrics (:mod:`daemon.metrics`), for consumers that do not scrape. Not journaled
+    (``seq`` 0, ``msg_id`` empty), like the status. Counts are since the daemon started.
+
+    Attributes:
+        software: the package version. uptime_s: seconds since the daemon started.
+        inputs: inputs applied and journaled (device events and commands).
+        frames_rejected: by reason (``checksum``, ``malformed``, ``too_long``, ``unknown_type``,
+            ``duplicate``, ``gap``, ``resend``); garbage_bytes: bytes outside any frame.
+        devices: device name -> ``online`` or ``down``.
+        settlements: wagers settled. alarms: alarms raised. open_holds: alarm codes holding the round.
+        outbox_backlog: journaled messages not yet acknowledged by the broker.
+        relay_reconnects: connections after the first. publish_rejected: negative PUBACKs.
+        journal_bytes: journal file and WAL size.
+        journal_commit_ms_mean, card_to_publish_ms_mean: means over the last interval (milliseconds),
+            ``None`` when nothing was journaled or published in it.
+    """
+
+    software: str
+    uptime_s: int
+    inputs: int
+    frames_rejected: dict[str, int]
+    garbage_bytes: int
+    devices: dict[str, str]
+    settlements: int
+    alarms: int
+    open_holds: int
+    outbox_backlog: int
+    relay_reconnects: int
+    publish_rejected: int
+    journal_bytes: int
+    journal_commit_ms_mean: float | None = None
+    card_to_publish_ms_mean: float | None = None
+
+
 class RoundState(Message, frozen=True, tag="tablesense.round"):
     """Retained public state of the current round: only face-up cards, never a face-down one.
 
@@ -379,7 +417,7 @@ class SettlementMessage(Message, frozen=True, tag="tablesense.settlement"):
 
 
 class AlarmMessage(Message, frozen=True, tag="tablesense.alarm"):
-    """An irregularity (issue 6) with a stable ``code`` (docs/state-machine.md, alarm codes).
+    """An irregularity with a stable ``code`` (docs/state-machine.md, alarm codes).
 
     Attributes:
         alarm_id: ``"{shoe}.{n}"``, the n-th alarm of the shoe (the id ``ack_alarm`` names).
@@ -638,10 +676,10 @@ class ScoreboardMessage(Message, frozen=True, tag=SCOREBOARD_SCHEMA):
 
 _MESSAGE_TYPES: tuple[type[Message], ...] = (
     TableStatus, RoundState, RoundResults, SettlementMessage, AlarmMessage, DeviceStatus, FloorRound,
-    TableInfo, ScoreboardMessage)
+    TableInfo, ScoreboardMessage, HealthMessage)
 
 AnyMessage = (TableStatus | RoundState | RoundResults | SettlementMessage | AlarmMessage | DeviceStatus
-              | FloorRound | TableInfo | ScoreboardMessage)
+              | FloorRound | TableInfo | ScoreboardMessage | HealthMessage)
 """Tagged union of every published message (decode by its ``schema`` field)."""
 
 _ENCODER = msgspec.json.Encoder()

@@ -2,7 +2,8 @@
 
 The relay is the only publisher of journaled messages. It reads the journal's outbox in row order and
 publishes each row at its QoS over one connection (a small window in flight, in order), and marks a row
-delivered only after the broker acknowledged it (PUBACK). Data flows one way (design.md "The flow"): the
+delivered only after the broker acknowledged it (PUBACK). Data flows one way (bytes -> events -> round ->
+settlements -> journal -> MQTT): the
 machine's emits are journaled before anything is published, so a broker outage or a restart never loses
 a message; after a reconnect the relay starts again from the first undelivered row, with the same
 ``msg_id``. A PUBACK means the broker had the message, not that every subscriber got it (a broker
@@ -80,6 +81,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from tablesense.daemon import metrics
 from tablesense.daemon.journal.errors import JournalError
 from tablesense.daemon.logging import get_logger
 from tablesense.daemon.mqtt_commands import (
@@ -262,8 +264,9 @@ def load_credentials(path: str | os.PathLike[str]) -> tuple[str, str]:
     """Read ``(username, password)`` from a credentials file.
 
     Format: TOML with ``username = "..."`` and ``password = "..."``, or two plain lines (username, then
-    password). The file must not be readable or writable by "other" users (issue 6: "credentials read
-    from a file that must not be world-readable"). Raises :class:`CredentialsError` with one line naming
+    password). The file must not be readable or writable by "other" users (docs/security.md:
+    credentials are read from a file that must not be world-readable). Raises :class:`CredentialsError`
+    with one line naming
     the file and what is wrong (missing, accessible by others with its mode, no username/password).
     """
     p = Path(path)
@@ -320,7 +323,7 @@ def _ca_context(ca_file: str) -> ssl.SSLContext:
 
 
 class Topics:
-    """The topic map of one table under ``{prefix}/{table}/`` (issue 4, "MQTT").
+    """The topic map of one table under ``{prefix}/{table}/`` (README.md "MQTT topics").
 
     ``status`` (retained availability, also the will), ``round`` (retained), ``results``,
     ``settlements``, ``alarms``, ``devices/{name}`` (retained), ``scoreboard`` (retained, baccarat roads),
@@ -422,7 +425,7 @@ def _channel_name(channel: Any) -> str:
 class _AckClient(aiomqtt.Client):
     """aiomqtt 2.5.1 client that keeps the MQTT v5 PUBACK reason code of each publish.
 
-    aiomqtt's ``_on_publish`` ignores ``reason_code`` (ecosystem.md §1.4); paho's callback API v2 passes
+    aiomqtt's ``_on_publish`` ignores ``reason_code`` (aiomqtt 2.5.1 client.py); paho's callback API v2 passes
     it, so this subclass records it by packet id and :meth:`publish_acked` raises
     :class:`PublishRejected` for codes >= 0x80. It also keeps the time bytes last arrived (``rx_at``), the
     broker's DISCONNECT reason (``disconnect_reason``, e.g. 0x8E Session taken over), and can send a
@@ -493,7 +496,7 @@ class _AckClient(aiomqtt.Client):
         """Hand a message to paho now (no await: a burst goes out in one write) and return a future
         completed by its acknowledgement, failed with :class:`PublishRejected` on a negative one.
         Raises ``aiomqtt.MqttCodeError`` when paho cannot take it (e.g. not connected). The future is
-        not failed by a disconnect (aiomqtt pitfall 3): await it with a timeout."""
+        not failed by a disconnect (aiomqtt leaves it pending): await it with a timeout."""
         info = self._client.publish(topic, payload, qos, retain, properties)
         if info.rc != paho.MQTT_ERR_SUCCESS:
             raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
@@ -668,6 +671,22 @@ class Relay:
     def replay_backlog(self) -> int:
         """Rows queued for replay and not yet handed to the broker."""
         return len(self._replay_queue)
+    def publish_now(self, topic: str, payload: bytes, *, retain: bool) -> None:
+        """Publish ``payload`` on ``topic`` (QoS 1) now, from memory, not through the journal: a snapshot
+        that needs no place in the table's sequence (the periodic ``health`` message,
+        :mod:`daemon.metrics`). Best effort: nothing while disconnected or stopping. Returns at once."""
+        client = self._client
+        if client is None or not self.connected or self._stopping.is_set():
+            return
+        task = asyncio.create_task(self._publish_now(client, topic, payload, retain), name="mqtt-now")
+        self._status_tasks.add(task)
+        task.add_done_callback(self._status_tasks.discard)
+
+    async def _publish_now(self, client: _AckClient, topic: str, payload: bytes, retain: bool) -> None:
+        try:
+            await self._publish(client, topic, payload, 1, retain)
+        except (aiomqtt.MqttError, TimeoutError) as exc:
+            log.warning("mqtt_publish_now_failed", topic=topic, error=str(exc))
 
     async def _publish_alarm(self, client: _AckClient, payload: bytes) -> None:
         try:
@@ -1079,6 +1098,7 @@ class Relay:
         rows marked before it are counted."""
         if not rows:
             return
+        metrics.published(rows)  # acknowledged by the broker: card-to-publish latency
         journal = self._journal
 
         def mark_all() -> tuple[list[JournalError | None], BaseException | None]:

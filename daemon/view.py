@@ -3,7 +3,7 @@
 It is built only from what a signage subscriber may read (the public topics: status, round, results,
 settlements, alarms, devices/+; never ``floor/``), so it shows exactly what the information barrier lets
 out. :class:`TableView` folds decoded messages into display state (pure, no I/O; duplicates dropped by
-``msg_id``, issue 5); :func:`render` draws it with rich; :func:`plain_line` gives the one-line text of a
+``msg_id``); :func:`render` draws it with rich; :func:`plain_line` gives the one-line text of a
 message for ``--no-ui``; :func:`watch` subscribes to a broker and drives either output.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any, TextIO
 
 import aiomqtt
 import msgspec
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
@@ -184,7 +185,7 @@ def _cards_text(cards: list[tuple[str, str]]) -> Text:
         by_pos.setdefault(pos, []).append(card)
     for i, (pos, cs) in enumerate(by_pos.items()):
         if i:
-            out.append("   ")
+            out.append("  ")
         out.append(f"{pos}: ", style="cyan")
         for j, c in enumerate(cs):
             if j:
@@ -194,6 +195,7 @@ def _cards_text(cards: list[tuple[str, str]]) -> Text:
 
 
 def _result_text(r: RoundResults | None) -> Text:
+    """The last round in one or two lines: the coup (baccarat), else every box with its pair result."""
     if r is None:
         return Text("(no round complete yet)", style="dim")
     if r.void:
@@ -201,75 +203,135 @@ def _result_text(r: RoundResults | None) -> Text:
     t = Text(f"round {r.round}: ")
     b = r.baccarat
     if b is not None:
-        t.append("Player ")
+        t.append("P ")
         for c in b.player:
             t.append_text(_card(c)).append(" ")
-        t.append(f"= {b.player_total}   Banker ")
+        t.append(f"= {b.player_total}  B ")
         for c in b.banker:
             t.append_text(_card(c)).append(" ")
-        t.append(f"= {b.banker_total}   ")
+        t.append(f"= {b.banker_total}  ")
         t.append(f"{b.winner.upper()} wins" if b.winner != "tie" else "TIE", style="bold green")
         flags = [n for n, on in (("natural P", b.player_natural), ("natural B", b.banker_natural),
                                  ("Player pair", b.player_pair), ("Banker pair", b.banker_pair),
                                  ("Dragon 7", b.dragon_7), ("Panda 8", b.panda_8)) if on]
         if flags:
-            t.append("   " + ", ".join(flags), style="magenta")
-    for box in r.boxes:
-        t.append(f"\n  {box.position}: ")
+            t.append("  " + ", ".join(flags), style="magenta")
+    for i, box in enumerate(r.boxes):
+        t.append("  " if i else "")
+        t.append(f"{box.position}:", style="cyan")
         for c in box.cards:
-            t.append_text(_card(c)).append(" ")
-        if box.pair:
-            t.append(box.pair, style="magenta" if "no_pair" not in box.pair else "dim")
+            t.append_text(_card(c))
+        if box.pair and "no_pair" not in box.pair:
+            t.append(f" {box.pair}", style="magenta")
     if r.dealer:
-        t.append("\n  dealer: ")
+        t.append("  dealer:", style="cyan")
         for c in r.dealer:
-            t.append_text(_card(c)).append(" ")
+            t.append_text(_card(c))
     if r.board:
-        t.append("\n  board: ")
+        t.append("  board:", style="cyan")
         for c in r.board:
-            t.append_text(_card(c)).append(" ")
+            t.append_text(_card(c))
     return t
 
 
-def render(view: TableView) -> Panel:
-    """A rich panel for one table: status, current cards, last result, pair hits, running totals."""
+def _tally_table(view: TableView) -> Table:
+    """Running win/loss per wager, players' side: no column is ever cut (names and amounts wrap, never
+    end in an ellipsis), narrow enough for 80 columns."""
+    tally = Table(title="win/loss per wager (players' side)", title_justify="left", box=None,
+                  padding=(0, 1), pad_edge=False, show_edge=False, header_style="bold")
+    names = [*view.tallies, "all"]
+    tally.add_column("wager", justify="left", no_wrap=True, min_width=max(len(n) for n in names))
+    for col in ("bets", "won", "lost", "push"):
+        tally.add_column(col, justify="right", no_wrap=True)
+    for col in ("staked", "net"):
+        tally.add_column(col, justify="right", overflow="fold")
+    total = BetTally()
+    for bet, t in sorted(view.tallies.items()):
+        tally.add_row(bet, str(t.wagers), str(t.wins), str(t.losses), str(t.pushes),
+                      _money(t.staked, view.minor_unit, False), _money(t.net, view.minor_unit))
+        total.wagers += t.wagers
+        total.staked += t.staked
+        total.net += t.net
+        total.commission += t.commission
+    if view.tallies:
+        tally.add_row("all", str(total.wagers), "", "", "", _money(total.staked, view.minor_unit, False),
+                      _money(total.net, view.minor_unit), style="bold")
+    if total.commission:
+        tally.caption = f"commission taken: {_money(total.commission, view.minor_unit, False)}"
+        tally.caption_justify = "left"
+    return tally
+
+
+def _section(title: str, lines: list[str], room: int, style: str = "") -> Text | None:
+    """``title`` and the last ``room - 1`` of ``lines``, each cut to one line; ``None`` without room."""
+    if room < 2:
+        return None
+    shown = lines[-(room - 1):] if lines else ["(none yet)"]
+    return Text(f"{title}\n  " + "\n  ".join(shown), style=style, no_wrap=True, overflow="ellipsis")
+
+
+def render(view: TableView, *, width: int | None = None, height: int | None = None) -> Panel:
+    """A rich panel for one table: status, current cards, last result, running totals per wager, then as
+    many recent alarms, pair hits and settlements as the room allows.
+
+    ``width``/``height``: the room the panel gets on screen (columns and lines, borders included); with
+    ``height`` the panel never grows taller (sections are shortened, then left out), so a live view at
+    80x24 shows the whole panel, its border included. Without them the panel is laid out for 80 columns
+    and shows everything.
+    """
+    width = width or 80
+    inner = max(20, width - 4)
     head = Text()
     head.append(f"{view.table}  ", style="bold")
     head.append(f"{view.game or '?'}  ")
     head.append(view.status, style="green" if view.status == "online" else "red")
-    head.append(f"   shoe {view.shoe if view.shoe is not None else '-'} round "
-                f"{view.round if view.round is not None else '-'}   phase {view.phase or '-'}   "
-                f"cards left {view.cards_remaining}   rounds {view.rounds} (void {view.voided})")
-    if view.held:
-        head.append(f"   HELD {','.join(view.hold_codes)}", style="bold red")
+    head.append(f"  shoe {view.shoe if view.shoe is not None else '-'} round "
+                f"{view.round if view.round is not None else '-'}  {view.phase or '-'}"
+                f"  cards left {view.cards_remaining}")
+    head.append(f"\nrounds {view.rounds} (void {view.voided})")
     if view.devices:
-        head.append("   " + " ".join(f"{n}:{s}" for n, s in sorted(view.devices.items())), style="dim")
-    tally = Table(title="running win/loss per wager (players' side)", expand=True, title_justify="left")
-    for col in ("wager", "bets", "won", "lost", "push", "void", "staked", "net", "commission"):
-        tally.add_column(col, justify="left" if col == "wager" else "right")
-    total = BetTally()
-    for bet, t in sorted(view.tallies.items()):
-        tally.add_row(bet, str(t.wagers), str(t.wins), str(t.losses), str(t.pushes), str(t.voids),
-                      _money(t.staked, view.minor_unit, False), _money(t.net, view.minor_unit),
-                      _money(t.commission, view.minor_unit, False))
-        total.wagers += t.wagers
-        total.staked += t.staked
-        total.net += t.net
-    if view.tallies:
-        tally.add_row("all", str(total.wagers), "", "", "", "", _money(total.staked, view.minor_unit, False),
-                      _money(total.net, view.minor_unit), "", style="bold")
-    parts: list[Any] = [
+        head.append("  " + " ".join(f"{n}:{s}" for n, s in sorted(view.devices.items())), style="dim")
+    if view.held:
+        head.append(f"  HELD {','.join(view.hold_codes)}", style="bold red")
+    fixed: list[Any] = [
         head,
         Text.assemble(("cards: ", "bold"), _cards_text(view.cards)),
         Text.assemble(("last: ", "bold"), _result_text(view.last_result)),
-        Text("pair hits:\n  " + ("\n  ".join(view.pair_hits) if view.pair_hits else "(none yet)"),
-             style="magenta"),
-        Text("settlements:\n  " + ("\n  ".join(list(view.recent)[-6:]) if view.recent else "(none yet)")),
-        tally,
+        _tally_table(view),
     ]
-    if view.alarms:
-        parts.append(Text("alarms:\n  " + "\n  ".join(view.alarms), style="yellow"))
-    return Panel(Group(*parts), title="tablesense", border_style="blue")
+    sections = [("alarms:", list(view.alarms), "yellow"), ("pair hits:", list(view.pair_hits), "magenta"),
+                ("settlements:", list(view.recent)[-6:], "")]
+    if height is None:
+        room = {title: len(lines) + 1 for title, lines, _ in sections}
+        limit = None
+    else:
+        measure = Console(width=inner, file=io.StringIO(), color_system=None)
+        left = height - 2 - sum(len(measure.render_lines(p, measure.options, pad=False)) for p in fixed)
+        room = {}
+        for title, lines, _ in sections:  # in order of importance: alarms, pair hits, settlements
+            wanted = len(lines) + 1 if lines or title != "alarms:" else 0
+            room[title] = min(wanted, left) if left >= 2 else 0
+            left -= room[title]
+        limit = height if left < 0 else None  # even the fixed part is too tall: crop inside the border
+    parts = fixed + [sec for title, lines, style in sections
+                     if (sec := _section(title, lines, room[title], style)) is not None]
+    return Panel(Group(*parts), title="tablesense", border_style="blue", width=width, height=limit)
+
+
+class _Screen:
+    """The live view's renderable: every table's panel, sharing the terminal's height."""
+
+    def __init__(self, views: dict[str, TableView]) -> None:
+        self.views = views
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not self.views:
+            yield Text("waiting for a table...")
+            return
+        height = options.height or console.size.height
+        each = max(8, height // len(self.views))
+        for v in self.views.values():
+            yield render(v, width=options.max_width, height=each)
 
 
 def plain_line(message: Message, minor_unit: int = 2) -> str | None:
@@ -303,18 +365,27 @@ def plain_line(message: Message, minor_unit: int = 2) -> str | None:
 
 
 def summary_lines(view: TableView) -> list[str]:
-    """The end-of-session summary: rounds, winners, pair hits and net per wager."""
-    lines = [f"table {view.table} ({view.game}): {view.rounds} rounds settled, {view.voided} void, "
-             f"{view.settlements} settlements, {view.duplicates} duplicate messages dropped"]
+    """The end-of-session summary: rounds, winners, and per wager the counts, stake and net; every line
+    fits 80 columns for amounts up to 10 digits (a wide figure widens its column, never wraps a number)."""
+    head = f"table {view.table} ({view.game}): {view.rounds} rounds settled, {view.voided} void,"
+    counts = f"{view.settlements} settlements"
+    dropped = f"{view.duplicates} duplicate messages dropped"
+    lines = ([f"{head} {counts}", f"  {dropped}"] if len(head) + len(counts) < 80
+             else [head, f"  {counts}, {dropped}"])
     if view.winners:
         lines.append("  winners: " + ", ".join(f"{k} {v}" for k, v in sorted(view.winners.items())))
-    total = 0
-    for bet, t in sorted(view.tallies.items()):
-        total += t.net
-        staked, net = _money(t.staked, view.minor_unit, False), _money(t.net, view.minor_unit)
-        lines.append(f"  {bet:<18} {t.wagers:>5} bets  {t.wins:>4} won  {t.losses:>4} lost"
-                     f"  {t.pushes:>3} push  staked {staked:>10}  net {net:>11}")
-    if view.tallies:
+    rows = [(bet, t, _money(t.staked, view.minor_unit, False), _money(t.net, view.minor_unit))
+            for bet, t in sorted(view.tallies.items())]
+    if rows:
+        name_w = max(14, *(len(bet) for bet, *_ in rows))
+        staked_w = max(12, *(len(st) for _, _, st, _ in rows))
+        net_w = max(12, *(len(n) for *_, n in rows))
+        lines.append(f"  {'wager':<{name_w}} {'bets':>5} {'won':>5} {'lost':>5} {'push':>4} "
+                     f"{'staked':>{staked_w}} {'net':>{net_w}}")
+        for bet, t, staked, net in rows:
+            lines.append(f"  {bet:<{name_w}} {t.wagers:>5} {t.wins:>5} {t.losses:>5} {t.pushes:>4} "
+                         f"{staked:>{staked_w}} {net:>{net_w}}")
+        total = sum(t.net for _, t, *_ in rows)
         lines.append(f"  players' net over all wagers: {_money(total, view.minor_unit)} "
                      f"(house: {_money(-total, view.minor_unit)})")
     return lines
@@ -347,13 +418,14 @@ async def watch(host: str, port: int, *, prefix: str = "tablesense", table: str 
     if views is None:
         views = {}
     con = console or Console(file=out)
-    live = Live(console=con, refresh_per_second=8, transient=False) if ui else None
+    live = Live(console=con, refresh_per_second=8, transient=False, vertical_overflow="crop") if ui else None
     stream = out
+
+    screen = _Screen(views)
 
     def show() -> None:
         if live is not None:
-            body = Group(*(render(v) for v in views.values())) if views else Text("waiting for a table...")
-            live.update(body)
+            live.update(screen, refresh=False)
 
     connected_once = False
     loop = asyncio.get_running_loop()

@@ -1,7 +1,8 @@
 """Typed device events: what codecs produce from device bytes and the round state machine consumes.
 
 Every device event carries the ``device`` name it came from (the name in the table config) and the
-device's own sequence number ``seq`` so that gaps are detectable (design.md, "Events"). Events are
+device's own sequence number ``seq`` so that gaps are detectable (the journal and the state machine check
+each device's numbers). Events are
 frozen and slotted; they hold no timestamps (the journal stamps them on arrival).
 """
 

@@ -2,7 +2,7 @@
 
 A :class:`DeviceLink` owns the transport for one device URL (:func:`drivers.transports.open_transport`)
 and one codec instance (:func:`drivers.protocols.get_codec`). It puts decoded events and link-state
-changes on the daemon's queue and never exits because a device went away (issue 3, "Drivers"):
+changes on the daemon's queue and never exits because a device went away (docs/devices.md):
 
 * **States** (:class:`drivers.events.LinkState`): ``CONNECTING`` when started; ``ONLINE`` once the port is
   open; ``STALE`` when open but no valid frame arrived for ``stale_after`` seconds (devices send

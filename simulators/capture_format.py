@@ -1,6 +1,6 @@
 """The ``.cap`` capture file format: a device's raw bytes with timestamps, readable by a human.
 
-In the spirit of gpsd's regression logs (devices-and-standards.md §4.1): a header of ``#`` lines, then
+In the spirit of gpsd's regression logs (gpsd's regress-driver): a header of ``#`` lines, then
 one line per chunk of bytes as read from the device::
 
     # tablesense-capture 1

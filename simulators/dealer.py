@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tablesense.daemon.config import TableConfig
+from tablesense.daemon.resources import data_path
 from tablesense.daemon.rules.baccarat import next_card_hand
 from tablesense.daemon.rules.cards import Card
 from tablesense.simulators.exposure import PtyExposure
@@ -320,7 +321,7 @@ class SimTable:
             req["decks"] = cfg.decks
         if cfg.commission is not None:
             req["commission"] = {"rate": cfg.commission.rate, "unit": cfg.commission.unit,
-                                 "rounding": cfg.commission.mode}
+                                 "rounding": cfg.commission.rounding}
         wagers = []
         for spot, stake in rnd.wagers.items():
             sc = cfg.spots[spot]
@@ -348,8 +349,8 @@ def baccarat_rounds_of(cards: Sequence[Card]) -> list[list[Card]]:
     return rounds
 
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "deploy" / "examples"
-"""The example table configs the simulated tables start from."""
+EXAMPLES = data_path("deploy", "examples")
+"""The example table configs the simulated tables start from (package data: deploy/examples/)."""
 
 
 def _toml_value(v: Any) -> str:

@@ -3,7 +3,7 @@
 Pure (no I/O, no clock): methods return the bytes the device would send; the pty/TCP/USB wrappers
 write them out. Frames are encoded with the same codec module the daemon decodes with
 (:func:`drivers.protocols.tsref.encode`), so simulator and driver cannot drift apart
-(devices-and-standards.md §1.2, the SlingShot simulator divergence).
+(a simulator with its own encoder drifts from the real device).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and reads host-to-device bytes (status requests, acknowledgements) from :attr:`f
 opens :attr:`address` exactly as it would open a real device:
 
 * :class:`PtyExposure` -- ``os.openpty()``; the slave is set raw (``tty.setraw``) and the daemon opens it
-  with pyserial (gpsfake's approach; ecosystem.md §2.5). A pty's ``/dev/pts/N`` name cannot be recreated
+  with pyserial (gpsfake's approach). A pty's ``/dev/pts/N`` name cannot be recreated
   after an unplug, so the address is a **stable symlink** (``<dir>/shoe -> /dev/pts/N``) that
   :meth:`~PtyExposure.replug` re-points at the new pty -- exactly what udev does with
   ``/dev/serial/by-id/...`` when a real USB-serial shoe is replugged. Unplug closes the master (the

@@ -2,7 +2,7 @@
 
 Pure model (no I/O, no clock). RFID pads report each spot's amount in minor units; presence-only pads
 report only that chips are there (amount ``?`` on the wire, ``None`` in events), so a change of amount
-on an occupied spot is invisible to them (devices-and-standards.md §2.1-2.3).
+on an occupied spot is invisible to them (docs/protocol.md).
 
 Round flow: bets are placed (``$SP ... PLACED``), the dealer presses no more bets (``$BT NO_MORE_BETS``,
 then each occupied spot reports ``LOCKED``), cards are dealt, the dealer presses round end

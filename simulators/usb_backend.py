@@ -1,7 +1,7 @@
 """A pyusb backend written in Python: a virtual USB bus with virtual shoes, no hardware, no libusb.
 
 :class:`SimUsbBackend` implements the ``usb.backend.IBackend`` calls pyusb 1.3 makes (pyusb
-``usb/backend/__init__.py``; ecosystem.md §3.1), so ``usb.core.find``, ``usb.util.claim_interface``,
+``usb/backend/__init__.py``), so ``usb.core.find``, ``usb.util.claim_interface``,
 ``dev.read``/``dev.write``, string descriptors, ``is_kernel_driver_active``/``detach_kernel_driver``/
 ``attach_kernel_driver`` and ``usb.util.dispose_resources`` all run their real code. It raises what
 libusb-1.0 would (pyusb ``usb/backend/libusb1.py`` error table): a read timeout is
@@ -11,7 +11,7 @@ kernel driver still holds ``USBError("Resource busy", -6, EBUSY)``, no permissio
 ``USBError("Access denied (insufficient permissions)", -3, EACCES)``.
 
 Each :class:`SimUsbDevice` has one configuration with one interface (class HID by default, like a
-GDS peripheral -- devices-and-standards.md §1.2) with an interrupt IN endpoint 0x81 and an interrupt OUT
+GDS peripheral) with an interrupt IN endpoint 0x81 and an interrupt OUT
 endpoint 0x01 (64-byte packets). Every backend call is recorded in :attr:`SimUsbDevice.calls` so tests
 can check that the kernel driver was detached before the claim and re-attached on close.
 

@@ -1,4 +1,4 @@
-"""Integration fixes found in review (issues 4-6): the app uses the machine's public API only, prunes the
+"""Integration fixes found in review: the app uses the machine's public API only, prunes the
 journal, refuses to settle on a damaged journal; the machine's sequence check handles the wrap."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``tablesense run`` with a damaged journal (issue 5: "a damaged journal raises a critical alarm and
+"""``tablesense run`` with a damaged journal (a damaged journal raises a critical alarm and
 tablesense refuses to settle rather than guess"): the service keeps running in a refusing mode. Real
 Mosquitto, the daemon as a subprocess, the shoe on a real pseudo-terminal, a journal file with two pages
 overwritten."""

@@ -1,4 +1,4 @@
-"""Cards and shoes: parsing and printing, colours, baccarat values, shoe composition (issue 2)."""
+"""Cards and shoes: parsing and printing, colours, baccarat values, shoe composition."""
 
 from __future__ import annotations
 

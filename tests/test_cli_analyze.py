@@ -34,7 +34,7 @@ def pct(entry: dict[str, Any], places: int) -> float:
     return round(float(Fraction(entry["house_edge_exact"])) * 100, places)
 
 
-# --- baccarat, 8 decks (issue 2; rules.md §4.1-§4.4) ---------------------------------------------
+# --- baccarat, 8 decks (rules.md §4.1-§4.4) ---------------------------------------------
 
 
 def test_baccarat_8_decks_main_wagers(capsys: pytest.CaptureFixture[str]) -> None:

@@ -142,7 +142,7 @@ def test_uth_default_paytable_and_ante(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_baccarat_round_commission_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A 7.00 Banker win pays 6.65 (issue 2), the coup is reported, totals add up."""
+    """A 7.00 Banker win pays 6.65 (5 % commission), the coup is reported, totals add up."""
     result = settle(copy.deepcopy(BACCARAT), tmp_path, capsys)
     assert brief(result) == [
         ("1", "banker", None, "win", "banker_win", "1 to 1", 665),
@@ -367,7 +367,7 @@ BAD_INPUTS: dict[str, tuple[str, str]] = {
 }
 
 
-# One of each kind issue 2 names also goes through the real console script (a separate process);
+# One of each kind also goes through the real console script (a separate process);
 # the process start-up dominates, so the other variants run in-process through the same main().
 THROUGH_CONSOLE_SCRIPT = [
     "unknown card",

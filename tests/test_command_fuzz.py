@@ -1,4 +1,4 @@
-"""Fuzzing the command path (issue 6: "fuzz the command parser"): whatever arrives on
+"""Fuzzing the command path (the command parser is fuzzed): whatever arrives on
 ``{prefix}/{table}/cmd/{name}`` is parsed by :func:`daemon.mqtt.parse_command` and applied by the daemon's
 command handler (``App._on_command``: journal + round state machine). Properties:
 

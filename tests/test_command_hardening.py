@@ -1,4 +1,4 @@
-"""Defects a hostile tester found on the operator-command path (issue 6, "Commands"), each kept fixed:
+"""Defects a hostile tester found on the operator-command path (docs/security.md), each kept fixed:
 
 * a lone surrogate (or a control character in the operator) in a command made the journal encoding fail
   AFTER the machine applied the command: ``parse_command`` refuses such text and bounds the sizes, and

@@ -82,7 +82,9 @@ def test_defaults() -> None:
      "spots.8.hand: player names no hand"),
     (lambda t: t.replace("max = 1000", "max = 10"), "wagers.player.max: 10 is below min 100"),
     (lambda t: t + '[commission]\nrate = "lots"\n', "commission.rate: 'lots' is not a rate"),
-    (lambda t: t + '[commission]\nmode = "sideways"\n', "commission.mode: 'sideways' is not one of"),
+    (lambda t: t + '[commission]\nrounding = "sideways"\n', "commission.rounding: 'sideways' is not one of"),
+    (lambda t: t + '[commission]\nmode = "half_up"\n',
+     "unknown key: commission.mode (renamed: commission.rounding)"),
     (lambda t: t.replace('seats = ["1", "2"]', 'seats = ["1", "1"]'), "seats[1]: seat '1' listed twice"),
     (lambda t: t + '[burn]\nmode = "fixed"\n', "burn.count: 0 must be 1 to 312 with mode 'fixed'"),
     (lambda t: t + '[burn]\nmode = "sometimes"\n', "burn.mode: invalid enum value 'sometimes'"),
@@ -134,7 +136,7 @@ def test_check_config_command(capsys: pytest.CaptureFixture[str], tmp_path: Path
     bad.write_text(BASE + '"7" = { seat = "1", bet = "player" }\n')
     assert main(["check-config", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert err == "tablesense: spots.7: mapped twice (also spots.3)\n"
+    assert err == f"tablesense: {bad}:14: spots.7: mapped twice (also spots.3)\n"
 
 
 def test_check_config_refuses_what_run_refuses(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -142,7 +144,14 @@ def test_check_config_refuses_what_run_refuses(capsys: pytest.CaptureFixture[str
     a world-readable credentials file and a missing TLS CA file are each one line and exit 2."""
     example = str(ROOT / "deploy/examples/baccarat.toml")
     assert main(["check-config", example]) == 2
-    assert "credentials file /etc/tablesense/bac-01.credentials" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "mqtt.credentials_file: names ${CREDENTIALS_DIRECTORY}, which is not set" in err
+    creds_dir = tmp_path / "credentials"
+    creds_dir.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CREDENTIALS_DIRECTORY", str(creds_dir))
+        assert main(["check-config", example]) == 2
+    assert f"credentials file {creds_dir}/mqtt: No such file" in capsys.readouterr().err
     creds = tmp_path / "creds"
     creds.write_text('username = "u"\npassword = "p"\n')
     creds.chmod(0o644)
@@ -169,4 +178,101 @@ def test_check_config_as_a_process_exits_2_without_a_traceback(tmp_path: Path) -
     proc = subprocess.run([sys.executable, "-m", "tablesense",
                            "check-config", str(bad)], capture_output=True, text=True, cwd=ROOT, check=False)
     assert proc.returncode == 2
-    assert proc.stderr == "tablesense: unknown key: mqtt.hots\n" and proc.stdout == ""
+    assert proc.stderr == f"tablesense: {bad}:15: unknown key: mqtt.hots\n" and proc.stdout == ""
+
+
+# --- every problem at once, with file, line and key -------------------------------------------------
+
+MANY_DECODE = BASE + """colour = "red"
+"8" = { seat = 2, bet = "player" }
+"9" = { seat = "2", bet = "player", stake = 5 }
+[mqtt]
+hots = "x"
+port = "1883"
+"""
+
+MANY_CHECKS = (BASE.replace('seats = ["1", "2"]', 'seats = ["1", "1", "x/y"]')
+               .replace("max = 1000", "max = 10")
+               + '"7" = { seat = "1", bet = "player" }\n"8" = { seat = "5", bet = "player" }\n'
+               + "[mqtt]\nport = 0\nkeepalive = 1\n[burn]\nmode = \"fixed\"\n[uth]\nburn_before_board = 9\n")
+
+
+def test_every_decoding_problem_at_once_with_its_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(MANY_DECODE)
+    # TOML puts colour, after [spots], into the spots table: it is a spot entry that is no table
+    assert [i.format() for i in info.value.issues] == [
+        "spots.colour: expected `object`, got `str` (at line 14)",
+        "spots.8.seat: expected `str`, got `int` (at line 15)",
+        "unknown key: spots.9.stake (at line 16)",
+        "unknown key: mqtt.hots (at line 18)",
+        "mqtt.port: expected `int`, got `str` (at line 19)",
+    ]
+    one = str(info.value)
+    assert "\n" not in one and one.startswith("spots.colour: expected `object`, got `str` (at line 14)")
+    assert one.endswith("(and 4 more problems: tablesense check-config lists them)")
+
+
+def test_every_check_problem_at_once_with_its_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(MANY_CHECKS)
+    lines = [i.format() for i in info.value.issues]
+    assert lines == [
+        "wagers.player.max: 10 is below min 100 (at line 8)",
+        "seats[1]: seat '1' listed twice (at line 5)",
+        "seats[2]: 'x/y' must be 1-64 letters, digits, '_', '-' or '.' (at line 5)",
+        "spots.7: mapped twice (also spots.3) (at line 14)",
+        "spots.8.seat: '5' is not in seats (at line 15)",
+        "mqtt.port: 0 is not a TCP port (at line 17)",
+        "mqtt.keepalive: 1 must be 5 to 3600 seconds (at line 18)",
+        "burn.count: 0 must be 1 to 312 with mode 'fixed' (at line 19)",
+        "uth.burn_before_board: 9 must be 0 to 5 (at line 22)",
+        "uth: [uth] configures uth only; this table deals baccarat (remove the section) (at line 21)",
+    ], lines
+
+
+def test_check_config_lists_every_problem_with_file_line_and_key(capsys: pytest.CaptureFixture[str],
+                                                                tmp_path: Path) -> None:
+    bad = tmp_path / "bac-01.toml"
+    bad.write_text(MANY_CHECKS)
+    assert main(["check-config", "--template", str(bad)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 10
+    assert err[0] == f"tablesense: {bad}:8: wagers.player.max: 10 is below min 100"
+    assert err[3] == f"tablesense: {bad}:14: spots.7: mapped twice (also spots.3)"
+    # run refuses in one line: the first problem and how many more there are
+    with pytest.raises(ConfigError) as info:
+        load_config(bad)
+    assert str(info.value) == (f"{bad}:8: wagers.player.max: 10 is below min 100 (and 9 more problems: "
+                               "tablesense check-config lists them)")
+
+
+def test_a_toml_syntax_error_names_file_line_and_column(capsys: pytest.CaptureFixture[str],
+                                                       tmp_path: Path) -> None:
+    bad = tmp_path / "t.toml"
+    bad.write_text(BASE + "[mqtt]\nport = 18 83\n")
+    assert main(["check-config", str(bad)]) == 2
+    assert capsys.readouterr().err == (f"tablesense: {bad}:15:11: invalid TOML: Expected newline or end of "
+                                       "document after a statement\n")
+    assert _err(BASE + "x = \n").startswith("invalid TOML: Invalid value (at line 14, column 5)")
+
+
+def test_file_problems_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "missing.toml")
+    assert str(info.value) == f"{tmp_path / 'missing.toml'}: cannot read config: No such file or directory"
+
+
+def test_credentials_directory_is_expanded_in_file_keys() -> None:
+    text = (BASE + '[mqtt]\ncredentials_file = "${CREDENTIALS_DIRECTORY}/mqtt"\n[mqtt.tls]\n'
+            'ca_file = "/etc/ca.pem"\ncert_file = "/etc/c.pem"\n'
+            'key_file = "${CREDENTIALS_DIRECTORY}/tls-key"\n')
+    run_dir = "/run/credentials/tablesense@t9.service"
+    cfg = parse_config(text, environ={"CREDENTIALS_DIRECTORY": run_dir})
+    assert cfg.mqtt.credentials_file == f"{run_dir}/mqtt"
+    assert cfg.mqtt.tls is not None and cfg.mqtt.tls.key_file == f"{run_dir}/tls-key"
+    assert parse_config(text, environ={}).mqtt.credentials_file == "${CREDENTIALS_DIRECTORY}/mqtt"
+    # only *_file keys: a topic prefix is never rewritten
+    odd = BASE + '[mqtt]\ntopic_prefix = "${CREDENTIALS_DIRECTORY}"\n'
+    with pytest.raises(ConfigError, match=r"mqtt\.topic_prefix"):
+        parse_config(odd, environ={"CREDENTIALS_DIRECTORY": "/x"})

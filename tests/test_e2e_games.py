@@ -3,7 +3,7 @@
 
 Each test checks that every settlement the daemon published equals what `tablesense settle` gives for the
 same cards and wagers (as the dealer dealt them), that results match the cards, and that no face-down
-card appears on a public topic before its reveal (issue 4, issue 6 "information barrier").
+card appears on a public topic before its reveal (the information barrier).
 """
 
 from __future__ import annotations

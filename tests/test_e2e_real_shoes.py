@@ -1,7 +1,7 @@
 """Real input end to end: the 24 consecutive Ezugi rounds (tests/data/real-shoes/, recorded at a live
 baccarat table) dealt through the simulated shoe as a scripted sequence, over a pty, into
 `tablesense run`, out through Mosquitto. Every round's published result and pair flags must equal the
-recorded ones, and every settlement what `tablesense settle` gives (issue 4, "Real input")."""
+recorded ones, and every settlement what `tablesense settle` gives (real input)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""End to end: `tablesense run` publishes the baccarat scoreboard and the table info retained (issue 7).
+"""End to end: `tablesense run` publishes the baccarat scoreboard and the table info retained.
 
 Simulated shoe and pads on pseudo-terminals -> `tablesense run` (subprocess) -> a Mosquitto this module
 owns. A display that connects after the rounds were dealt gets the retained ``scoreboard`` and ``info`` at

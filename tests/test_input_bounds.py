@@ -1,4 +1,4 @@
-"""Bounded inputs (issue 6: "frame lengths, command sizes, config sizes"), docs/security.md "Bounds".
+"""Bounded inputs (frame lengths, command sizes, config sizes), docs/security.md "Bounds".
 
 * device frames: at most 128 bytes (drivers/protocols/tsref.py ``MAX_FRAME``); the codec's memory stays
   bounded whatever arrives (a never-ending frame, pure garbage, a storm of start bytes), and a valid

@@ -1,4 +1,4 @@
-"""DeviceLink over real pseudo-terminals: pyserial + pyserial-asyncio-fast run for real (issue 3, Tests).
+"""DeviceLink over real pseudo-terminals: pyserial + pyserial-asyncio-fast run for real.
 
 The simulator writes on the pty master; the link opens the stable symlink to the slave with pyserial.
 """

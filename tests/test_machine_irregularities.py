@@ -1,4 +1,4 @@
-"""Irregularities (issue 6) through the pure state machine: each alarm code, what the round does."""
+"""Irregularities through the pure state machine: each alarm code, what the round does."""
 
 from __future__ import annotations
 

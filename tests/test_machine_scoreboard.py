@@ -1,4 +1,4 @@
-"""The scoreboard and the table info through the pure state machine (issue 7 wiring).
+"""The scoreboard and the table info through the pure state machine.
 
 The machine keeps the shoe's :class:`daemon.scoreboard.Scoreboard` and emits its message retained after
 every baccarat round's results, and the table info retained at :class:`TableStart` and every new shoe,

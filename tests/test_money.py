@@ -1,4 +1,4 @@
-"""Money: exact odds, winnings in minor units, commission computed exactly then rounded (issue 2)."""
+"""Money: exact odds, winnings in minor units, commission computed exactly then rounded."""
 
 from __future__ import annotations
 

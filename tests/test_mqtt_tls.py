@@ -1,4 +1,4 @@
-"""The relay over TLS with server verification against a CA file (issue 6 "Security"), against a
+"""The relay over TLS with server verification against a CA file (docs/security.md), against a
 Mosquitto TLS listener the test owns; certificates made with the openssl command line."""
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ def _plain_structlog() -> None:
 
 
 class PtySerial(serial.Serial):  # type: ignore[misc]
-    """pyserial port on a pty: ptys have no modem lines (TIOCMGET/TIOCMBIS fail with ENOTTY,
-    ecosystem.md §11 pitfall 25), so report them idle instead of failing the RFC 2217 server."""
+    """pyserial port on a pty: ptys have no modem lines (TIOCMGET/TIOCMBIS fail with
+    ENOTTY), so report them idle instead of failing the RFC 2217 server."""
 
     @property
     def cts(self) -> bool:

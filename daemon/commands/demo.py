@@ -11,8 +11,9 @@ It also starts the table's signage display (:func:`daemon.signage.server.start_s
 demo's broker, on 127.0.0.1 and a free port or ``--signage-port``) and prints its URL in the banner
 (``tablesense demo: table demo-baccarat, signage display on http://127.0.0.1:PORT/``): open it in a
 browser to see the roads, pair banners, side wagers and limits the daemon publishes. ``--no-signage``
-skips it. Everything it starts is stopped and its temporary directory removed at the end, also on
-Ctrl-C.
+skips it. Everything it starts (broker, signage, daemon, simulated devices) is stopped and its temporary
+directory removed at the end, and also when it is stopped early: Ctrl-C (SIGINT), SIGTERM and SIGHUP (its
+terminal closed) all end it the same way, with exit status 128 + the signal number.
 
 The daemon runs in-process with the same code as ``tablesense run``; its JSON log goes to ``daemon.log``
 in the temporary directory (kept with ``--keep``).
@@ -26,6 +27,7 @@ import contextlib
 import logging
 import random
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -37,9 +39,22 @@ import structlog
 from tablesense.daemon.cli import UsageError
 from tablesense.daemon.commands.monitor import parse_broker
 
-__all__ = ["GAMES", "register", "run", "run_demo"]
+__all__ = ["GAMES", "STOP_SIGNALS", "DemoStopped", "register", "run", "run_demo"]
 
 GAMES = ("baccarat", "ez-baccarat", "blackjack", "uth")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that end the demo like Ctrl-C does (SIGINT is asyncio's own): everything it started is
+stopped and its temporary directory removed. Without a handler their default action would kill the
+process at once and leave the private broker running (adopted by init) and the directory behind."""
+
+
+class DemoStopped(Exception):
+    """The demo was ended by a signal (``signum``) after cleaning up."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def register(subparsers: Any) -> None:
@@ -60,6 +75,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--signage-port", type=int, default=0, metavar="PORT",
                    help="port of the signage display on 127.0.0.1 (default: a free port)")
     p.add_argument("--no-signage", action="store_true", help="do not start the signage display")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve the daemon's Prometheus metrics on 127.0.0.1:PORT (0: a free port)")
     p.set_defaults(func=run)
 
 
@@ -71,16 +88,22 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--pace must be 0..10 seconds, got {args.pace}")
     if not 0 <= args.signage_port <= 65535:
         raise UsageError(f"--signage-port must be 0..65535, got {args.signage_port}")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise UsageError(f"--metrics-port must be 0..65535, got {args.metrics_port}")
     broker = parse_broker(args.broker) if args.broker else None
     pace = args.pace if args.pace is not None else (0.0 if args.no_ui else 0.25)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     try:
         lines = asyncio.run(run_demo(args.game, args.rounds, seed, broker=broker, ui=not args.no_ui,
                                      pace=pace, keep=args.keep,
-                                     signage_port=None if args.no_signage else args.signage_port))
+                                     signage_port=None if args.no_signage else args.signage_port,
+                                     metrics_port=args.metrics_port))
     except KeyboardInterrupt:
         print("demo interrupted", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGINT
+    except DemoStopped as exc:
+        print(f"demo stopped by {exc}", file=sys.stderr)
+        return 128 + exc.signum
     if not args.no_ui:
         print()
     print("\n".join(lines))
@@ -89,17 +112,24 @@ def run(args: argparse.Namespace) -> int:
 
 async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int] | None = None,
                    ui: bool = False, pace: float = 0.0, keep: bool = False,
-                   out: Any = None, signage_port: int | None = 0) -> list[str]:
+                   out: Any = None, signage_port: int | None = 0,
+                   metrics_port: int | None = None) -> list[str]:
     """Run the demo in the current event loop; returns the summary lines.
 
     ``signage_port``: start the signage display on ``127.0.0.1:signage_port`` (0: a free port) and print
     its URL in the banner line (to ``out``, default stdout) before the first round; ``None``: no display.
+    ``metrics_port``: serve the daemon's Prometheus metrics on ``127.0.0.1:metrics_port`` (0: a free
+    port; the address is in the banner); the retained health message is published in any case.
+
+    SIGTERM and SIGHUP (:data:`STOP_SIGNALS`) cancel the demo like Ctrl-C; everything is cleaned up
+    and :class:`DemoStopped` raised (a second signal during the clean-up is ignored, so it completes).
 
     Raises :class:`UsageError` when no broker can be started or reached, or the signage port cannot be
-    bound.
+    bound; :class:`DemoStopped` when stopped by SIGTERM or SIGHUP.
     """
     import aiomqtt
 
+    from tablesense.daemon import metrics
     from tablesense.daemon.app import App
     from tablesense.daemon.broker import AmqttBroker, BrokerError, MosquittoBroker, mosquitto_binary
     from tablesense.daemon.config import parse_config
@@ -108,6 +138,20 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
     from tablesense.daemon.view import TableView, summary_lines, watch
     from tablesense.simulators.dealer import SimTable, sim_config_toml
 
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    stopped_by: list[int] = []
+    cleaning = False
+
+    def on_signal(signum: int) -> None:
+        # once, and never during the clean-up: a cancel there would cut it short
+        if not stopped_by and main is not None:
+            stopped_by.append(signum)
+            if not cleaning:
+                main.cancel(f"demo stopped by {signal.Signals(signum).name}")
+
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
     tmp = Path(tempfile.mkdtemp(prefix="tablesense-demo-"))
     log = open(tmp / "daemon.log", "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
     root = logging.getLogger()
@@ -121,6 +165,7 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
     app: App | None = None
     views: dict[str, TableView] = {}
     stop_signage: Any = None
+    metrics_server: Any = None
     signage_url: str | None = None
     stream = out if out is not None else sys.stdout
     try:
@@ -158,8 +203,14 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
             except OSError as exc:
                 raise UsageError(f"--signage-port {signage_port}: cannot listen on 127.0.0.1: "
                                  f"{exc.strerror or exc}") from None
+        metrics.bind(config.table)
+        if metrics_port is not None:
+            metrics_server = metrics.start(f"127.0.0.1:{metrics_port}")
+            if metrics_server is None:
+                raise UsageError(f"--metrics-port {metrics_port}: cannot listen on 127.0.0.1")
         print(f"tablesense demo: table {config.table} ({game}), {rounds} rounds, seed {seed}, broker "
-              f"{host}:{port}" + (f", signage display on {signage_url}" if signage_url else ""),
+              f"{host}:{port}" + (f", signage display on {signage_url}" if signage_url else "")
+              + (f", metrics on http://{metrics_server.address}/metrics" if metrics_server else ""),
               file=stream, flush=True)
         # at a watching pace the betting stays open for 8 cards' time: the display shows the last results
         sim = SimTable(config, dev, seed=seed, pace=pace, betting=8 * pace)
@@ -167,6 +218,7 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         app = App(config)
         app.open()
         tasks.append(asyncio.create_task(app.run(), name="daemon"))
+        tasks.append(asyncio.create_task(metrics.run_metrics(app, interval=1.0), name="metrics"))
         ready = asyncio.Event()
         table = config.table
 
@@ -188,6 +240,7 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
             await sim.play_round()
         await asyncio.wait_for(watcher, 30)
     finally:
+        cleaning = True
         if app is not None:
             app.stop()
         for t in tasks:
@@ -196,6 +249,8 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         await asyncio.gather(*tasks, return_exceptions=True)
         if stop_signage is not None:
             await stop_signage()
+        if metrics_server is not None:
+            metrics_server.close()
         if sim is not None:
             await sim.close()
         if amqtt_broker is not None:
@@ -210,6 +265,12 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         else:
             with contextlib.suppress(OSError):
                 shutil.rmtree(tmp)
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+        if stopped_by and main is not None:
+            if main.cancelling():
+                main.uncancel()
+            raise DemoStopped(stopped_by[0])
     lines = [f"tablesense demo: {game}, {rounds} rounds, seed {seed}, broker {host}:{port}"
              + (" (amqtt, MQTT 3.1.1)" if amqtt_broker is not None else "")]
     for v in views.values():

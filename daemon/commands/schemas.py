@@ -1,9 +1,13 @@
 """``tablesense schemas [--out DIR] [--check]``: write the JSON Schema of every published message.
 
-One file per message model of :mod:`daemon.messages` (the single definition of every payload, issue 4),
+One file per message model of :mod:`daemon.messages` (the single definition of every payload),
 named after its ``schema`` tag, e.g. ``docs/schemas/tablesense.settlement.json``, generated with
 ``msgspec.json.schema`` (JSON Schema 2020-12). ``--check`` writes nothing and exits 1 naming the files
 that differ from the models (the test suite runs the same check, so committed schemas cannot drift).
+
+The default directory is the schemas shipped with the package (:func:`daemon.resources.data_path`):
+``docs/schemas/`` in a checkout (``tablesense/schemas`` links to it), the installed copies otherwise, so
+``tablesense schemas --check`` run anywhere checks that the installed schemas match the installed code.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ import msgspec
 
 from tablesense.daemon.cli import UsageError
 from tablesense.daemon.messages import message_types
+from tablesense.daemon.resources import data_path
 
 __all__ = ["DEFAULT_DIR", "drift", "register", "render_schemas", "run"]
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "docs" / "schemas"
-"""docs/schemas/ of the source tree."""
+DEFAULT_DIR = data_path("schemas")
+"""The packaged schemas: docs/schemas/ of the source tree (through the link tablesense/schemas)."""
 
 
 def render_schemas() -> dict[str, str]:
@@ -73,6 +78,7 @@ def register(subparsers: Any) -> None:
     """Add the ``schemas`` sub-command."""
     p = subparsers.add_parser("schemas", help="generate docs/schemas/*.json from the message models",
                               description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--out", default=str(DEFAULT_DIR), help="directory (default: docs/schemas/)")
+    p.add_argument("--out", default=str(DEFAULT_DIR),
+                   help="directory (default: the packaged schemas, docs/schemas/ in a checkout)")
     p.add_argument("--check", action="store_true", help="compare only; exit 1 when the files differ")
     p.set_defaults(func=run)

@@ -1,4 +1,4 @@
-"""Advantage-play watch: the exact expected return of every pair wager for the next round (issue 6).
+"""Advantage-play watch: the exact expected return of every pair wager for the next round.
 
 Pair wagers are decided by a hand's (or box's) first two cards, so their value depends on the cards still
 in the shoe. When enough cards of one rank (or one suit within a rank) remain, a Perfect Pairs or House

@@ -29,7 +29,6 @@ import json
 import random
 from collections.abc import Awaitable, Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import aiomqtt
@@ -37,13 +36,14 @@ from aiohttp import web
 
 from tablesense.daemon.broker_auth import BrokerAuth
 from tablesense.daemon.logging import get_logger
+from tablesense.daemon.resources import data_path
 from tablesense.daemon.signage.view import SignageView
 
 __all__ = ["SignageServer", "parse_hostport", "public_topics", "start_signage"]
 
 log = get_logger(component="signage")
 
-STATIC = Path(__file__).resolve().parent / "static"
+STATIC = data_path("daemon", "signage", "static")  # package data (importlib.resources)
 KEEPALIVE_S = 15.0
 """Seconds between SSE comment lines, so proxies and the browser keep the stream open."""
 

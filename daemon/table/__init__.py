@@ -1,4 +1,4 @@
-"""The table's round state machine: pure, event-driven, deterministic (issue 4, issue 6).
+"""The table's round state machine: pure, event-driven, deterministic (docs/state-machine.md).
 
 Device events and operator commands go in as :class:`~daemon.table.inputs.TimedInput`; what to publish
 comes out as :class:`~daemon.table.inputs.Emit`. No I/O, no clock: the timestamp of every input is given

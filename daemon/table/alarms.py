@@ -1,4 +1,5 @@
-"""Alarm codes: the stable names of every irregularity the round state machine reports (issue 6).
+"""Alarm codes: the stable names of every irregularity the round state machine reports
+(docs/state-machine.md, alarm codes).
 
 Each code has a fixed severity and says whether it holds the round in play (a held round settles
 nothing until a supervisor releases it: ``ack_alarm``, ``enter_card`` for an unreadable card, or

@@ -1,4 +1,4 @@
-"""The information barrier, in one place (issue 4 and 6): what of a round signage may see.
+"""The information barrier, in one place: what of a round signage may see.
 
 No public channel (status, round, results, settlements, alarms, devices) ever carries a face-down card:
 the blackjack hole card (and later blackjack cards), UTH hands and board before the reveal, burn cards.

@@ -20,7 +20,7 @@ __all__ = ["COMMAND_NAMES", "ROUND_BOUND_COMMANDS", "SHOE_BOUND_COMMANDS", "Chan
            "TimedInput"]
 
 COMMAND_NAMES: tuple[str, ...] = ("void_round", "enter_card", "new_shoe", "ack_alarm", "rescan")
-"""Operator commands the machine accepts (issue 6, ``{prefix}/{table}/cmd/{name}``)."""
+"""Operator commands the machine accepts (``{prefix}/{table}/cmd/{name}``)."""
 
 ROUND_BOUND_COMMANDS: frozenset[str] = frozenset({"void_round", "enter_card", "rescan"})
 """Commands that change a round: a command with a ``command_id`` names its round (``shoe``, ``round``

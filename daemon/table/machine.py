@@ -1,4 +1,5 @@
-"""The table's round state machine (issue 4; irregularities of issue 6): pure, deterministic.
+"""The table's round state machine (docs/state-machine.md, irregularities and alarm codes included):
+pure, deterministic.
 
 ``TableMachine(config).handle(TimedInput)`` is the only way its state changes; it returns the messages
 to publish (:class:`~daemon.table.inputs.Emit`). No I/O, no clock: every timestamp comes from the input,

@@ -1,6 +1,6 @@
 """The bet pads as sensed: each spot's state and amount, and the wagers locked from a snapshot.
 
-Past-posting (issue 6): a change of a spot after lock is "a bet placed, removed, or its amount changed";
+Past-posting: a change of a spot after lock is "a bet placed, removed, or its amount changed";
 a pad going from ``placed`` to ``locked`` with the same amount is not a change. Presence-only pads
 report no amount: the spot's configured ``nominal_stake`` (default: the wager's table minimum) is used.
 """

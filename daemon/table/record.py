@@ -1,7 +1,7 @@
 """The round record: everything that happened in one round, kept for the floor system and game recall.
 
 Mutable while the round runs; :meth:`RoundRecord.floor_round` turns it into the published
-:class:`daemon.messages.FloorRound` once the round is complete (issue 4: the full record goes only to the
+:class:`daemon.messages.FloorRound` once the round is complete (the full record goes only to the
 floor topic, only then).
 """
 

@@ -1,4 +1,4 @@
-"""The shoe in play: inventory of cards out, start-of-shoe burn, cut card (rules.md §1.3; issue 6).
+"""The shoe in play: inventory of cards out, start-of-shoe burn, cut card (rules.md §1.3).
 
 Cards taken out are tracked against :class:`daemon.rules.cards.ShoeComposition`; an unreadable card
 counts as out (``unknown_out``) until a supervisor enters it. Pure.

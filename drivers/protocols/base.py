@@ -1,7 +1,7 @@
 """The codec interface every device protocol implements, and the registry that finds codecs by name.
 
 A codec turns the raw bytes a device sends into typed :mod:`drivers.events` events. Codecs are pure
-and incremental (design.md, "Layers": codecs know frames, checksums and resync, never transports or
+and incremental (codecs know frames, checksums and resync, never transports or
 asyncio): no I/O, no clock, ``feed`` accepts any split of the byte stream and never raises. Codecs are
 registered under the entry point group ``tablesense.protocols`` so a vendor codec installed from its
 own package plugs in without touching tablesense (docs/adding-a-codec.md).

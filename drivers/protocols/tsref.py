@@ -1,6 +1,6 @@
 """The tablesense reference protocol ("tsref"): line-oriented ASCII frames for shoes and bet pads.
 
-No shoe vendor publishes its wire protocol (devices-and-standards.md §1.2), so tablesense defines this
+No shoe vendor publishes its wire protocol (docs/protocol.md), so tablesense defines this
 one, modelled on the Cammegh SlingShot roulette wheel protocol (ASCII, start character, separators,
 CR LF) and NMEA (``$`` start, ``*`` checksum). docs/protocol.md is the technician's reference; in short::
 

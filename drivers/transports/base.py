@@ -1,13 +1,13 @@
 """What every transport gives the device link: a byte pipe that can be read, written and closed.
 
-A transport knows nothing about frames (design.md, "Layers"): it moves bytes between a device and the
+A transport knows nothing about frames (one module, one job): it moves bytes between a device and the
 :class:`drivers.link.DeviceLink`, which owns the codec, the reconnect loop and the link state.
 
 Errors are reduced to two exceptions so that the link never has to know which library raised what:
 
 * :class:`OpenError` -- the device could not be opened; ``cause`` is one short human phrase
   ("no such device", "permission denied", "busy: locked by another process", ...) so that the link can
-  log one clear line naming the device and the cause (issue 3, "Open errors").
+  log one clear line naming the device and the cause (docs/devices.md).
 * :class:`LinkLost` -- an open link went away (unplug, far end closed, I/O error).
 """
 

@@ -2,12 +2,13 @@
 
 * Device paths (``/dev/ttyUSB0``, ``/dev/serial/by-id/...``, a udev symlink, a pseudo-terminal) are
   opened by pyserial in an executor thread (pyserial-asyncio-fast ``create_serial_connection``; never
-  the blocking open on the event loop -- ecosystem.md §11 pitfall 19) with ``exclusive=True`` (flock), so
-  a second reader fails fast with "busy" instead of both receiving half the bytes (ecosystem.md §2.4).
+  the blocking open on the event loop -- it can block for seconds on a USB adapter) with
+  ``exclusive=True`` (flock), so
+  a second reader fails fast with "busy" instead of both receiving half the bytes (pyserial ``exclusive``).
 * ``socket://host:port`` (a serial device server in raw TCP mode): pyserial-asyncio-fast special-cases it
   and uses ``loop.create_connection``.
 
-How an unplug shows up (ecosystem.md §2.3): pyserial raises ``SerialException`` ("device reports
+How an unplug shows up: pyserial raises ``SerialException`` ("device reports
 readiness to read but returned no data" or "read failed: [Errno 5]"); pyserial-asyncio-fast closes the
 port and calls ``connection_lost(exc)``; a TCP peer closing gives ``connection_lost(None)``. Both become
 :class:`~drivers.transports.base.LinkLost` on the next :meth:`SerialLink.read`.
@@ -81,7 +82,7 @@ class SerialLink:
 
     async def write(self, data: bytes) -> None:
         """Queue host-to-device bytes. Raises :class:`LinkLost` if the port is closing (writes would be
-        silently dropped by the transport -- ecosystem.md §11 pitfall 21)."""
+        silently dropped by the transport -- asyncio ``Transport.write`` after close)."""
         if self._lost is not None or self._transport.is_closing():
             raise LinkLost(self._lost.cause if self._lost else "port is closing")
         assert isinstance(self._transport, asyncio.WriteTransport)

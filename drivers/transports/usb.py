@@ -5,7 +5,7 @@ URL form: ``usb://VID:PID[?serial=SN&interface=N&endpoint=0x81&out=0x01&timeout=
 endpoint); ``out`` the OUT endpoint for status requests and acknowledgements (default: the first OUT
 endpoint, if any); ``timeout`` the read timeout in milliseconds.
 
-What the open does, in order (ecosystem.md §3.3, §11 pitfalls 26-28):
+What the open does, in order (pyusb 1.3 and Linux usbfs):
 
 1. ``usb.core.find`` by vendor/product (and serial number string) with the injected or registered
    backend (:func:`register_backend`; tests and the simulator use a pyusb backend written in Python).
@@ -225,7 +225,7 @@ def _open_blocking(url: str, spec: UsbUrl, backend: Any) -> tuple[Any, Any, Any,
             cfg = dev.get_active_configuration()
         except usb.core.USBError:
             cfg = None
-        # Detach from every interface first (pitfall 26): usbfs will not let us claim one while a kernel
+        # Detach from every interface first (Linux usbfs): usbfs will not let us claim one while a kernel
         # driver holds any interface of the device.
         numbers = sorted({i.bInterfaceNumber for i in (cfg if cfg is not None else dev[0])})
         for number in numbers:
@@ -234,7 +234,7 @@ def _open_blocking(url: str, spec: UsbUrl, backend: Any) -> tuple[Any, Any, Any,
                     dev.detach_kernel_driver(number)
                     detached.append(number)
         if cfg is None:
-            dev.set_configuration()  # only when unconfigured: on a configured device it resets (pitfall 27)
+            dev.set_configuration()  # only when unconfigured: on a configured device it resets
             cfg = dev.get_active_configuration()
         intf = usb.util.find_descriptor(cfg, bInterfaceNumber=spec.interface)
         if intf is None:

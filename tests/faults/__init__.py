@@ -1,1 +1,1 @@
-"""Fault-injection scenarios (issue 5): pytest marker ``faults``; see docs/reliability.md."""
+"""Fault-injection scenarios : pytest marker ``faults``; see docs/reliability.md."""

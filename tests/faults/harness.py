@@ -1,4 +1,4 @@
-"""Fault-injection harness (issue 5): a Mosquitto the test owns, a loopback TCP proxy that can cut the link
+"""Fault-injection harness: a Mosquitto the test owns, a loopback TCP proxy that can cut the link
 silently, a persistent-session subscriber in its own thread, ``tablesense run`` as a subprocess, and the
 checks every scenario makes.
 

@@ -1,4 +1,4 @@
-"""Scenario 1 (issue 5): the broker stopped for 5 s and for 60 s in the middle of a shoe, while rounds
+"""Scenario 1: the broker stopped for 5 s and for 60 s in the middle of a shoe, while rounds
 keep being dealt and settled.
 
 The daemon keeps journaling (the dealer only moves on when each frame is acknowledged, and the daemon

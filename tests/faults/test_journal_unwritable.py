@@ -1,4 +1,4 @@
-"""Scenario 6 (issue 5): the journal's disk becomes unwritable under a running daemon.
+"""Scenario 6: the journal's disk becomes unwritable under a running daemon.
 
 The daemon runs with ``RLIMIT_FSIZE`` (set in the child before exec; its log goes through a pipe, so
 only the journal is limited): once the journal's files reach the limit every append fails as on a full

@@ -1,4 +1,4 @@
-"""Scenario 2 (issue 5): the TCP link between the daemon and the broker cut and restored through a loopback
+"""Scenario 2: the TCP link between the daemon and the broker cut and restored through a loopback
 proxy, silently (no FIN, no RST: bytes are simply dropped), so the broker does not notice at once.
 
 Two cuts while rounds are being dealt: a short one, restored before either side notices (what the daemon

@@ -1,4 +1,4 @@
-"""Scenario 5 (issue 5): the shoe unplugged and replugged mid-round.
+"""Scenario 5: the shoe unplugged and replugged mid-round.
 
 The round must be held while the shoe is gone (DEVICE_LOST alarm with ``held``), never settled on the
 cards dealt so far, and complete with the right settlements once the shoe is back and the remaining

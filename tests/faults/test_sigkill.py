@@ -1,4 +1,4 @@
-"""Scenario 3 (issue 5): the daemon SIGKILLed at random moments across at least 200 rounds and restarted
+"""Scenario 3: the daemon SIGKILLed at random moments across at least 200 rounds and restarted
 each time, while the simulated dealer carries on.
 
 A kill can land anywhere: mid-round, between the journal commit and the acknowledgement to the device,

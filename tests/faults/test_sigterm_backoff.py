@@ -1,4 +1,4 @@
-"""Scenario 4 (issue 5): SIGTERM while the relay is backing off between reconnects (broker down).
+"""Scenario 4: SIGTERM while the relay is backing off between reconnects (broker down).
 
 The daemon must exit 0 within 5 s; once the broker is back the retained ``status`` must say ``offline``
 (the daemon's will or an explicit publish), and the rounds settled while the broker was down must all be
