@@ -128,3 +128,25 @@ def test_journal_config_keys(tmp_path: Path) -> None:
                            ("max_size = -1\n", "journal.max_size: -1 must not be negative")):
         with pytest.raises(ConfigError, match=message):
             parse_config(config_text(tmp_path, lines))
+
+
+def test_check_config_checks_the_key_run_would_refuse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """check-config makes run's start checks, the journal key included: a key other users can read, or one
+    too short, is the same one line run would print; ``--template`` skips it."""
+    from tablesense.daemon.cli import main
+
+    key = tmp_path / "key"
+    key.write_bytes(os.urandom(32))
+    key.chmod(0o644)
+    path = tmp_path / "table.toml"
+    path.write_text(config_text(tmp_path, f'key_file = "{key}"\n'))
+    assert main(["check-config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"journal key file {key} is accessible by other users" in err and err.count("\n") == 1
+    assert main(["check-config", "--template", str(path)]) == 0
+    key.chmod(0o600)
+    assert main(["check-config", str(path)]) == 0
+    key.write_bytes(b"short")
+    assert main(["check-config", str(path)]) == 2
+    assert "journal key file" in capsys.readouterr().err

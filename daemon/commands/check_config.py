@@ -10,7 +10,8 @@ Reports every problem at once, one line each, naming the file, the line where it
 
 Without ``--template`` it also makes the checks ``tablesense run`` makes before starting
 (:func:`daemon.app.broker_settings`: the MQTT credentials file exists and other users cannot read or write
-it, the TLS CA and client certificate load), so a config ``check-config`` accepts is not refused by
+it, the TLS CA and client certificate load; :func:`daemon.app.journal_key`: the journal's sealing key is
+readable, long enough and private), so a config ``check-config`` accepts is not refused by
 ``run`` for them. A ``*_file`` key that names ``${CREDENTIALS_DIRECTORY}`` (the secrets systemd hands the
 service, docs/install.md) can only be checked where that variable is set: under the unit, or by hand with
 ``CREDENTIALS_DIRECTORY=DIR``. ``--template`` skips the file checks, for a config written for another
@@ -83,10 +84,11 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.file}: {', '.join(unset)}: names {CREDENTIALS_VARIABLE}, which is not "
                              "set: systemd sets it for the service (LoadCredential=, docs/install.md); "
                              "check with CREDENTIALS_DIRECTORY=DIR, under the unit, or with --template")
-        from tablesense.daemon.app import StartupError, broker_settings
+        from tablesense.daemon.app import StartupError, broker_settings, journal_key
 
         try:
             broker_settings(cfg)
+            journal_key(cfg)
         except StartupError as exc:
             raise UsageError(str(exc)) from None
     decks = cfg.shoe_decks
