@@ -283,7 +283,7 @@ def test_the_watchdog_is_off_with_zero_and_between_rounds() -> None:
     assert d2.machine.stall_due() is not None  # default 300 s from the lock
 
 
-# ------------------------------------------------------------------------------ money bound (every amount exact in JSON)
+# ------------------------------------------------------------------- money bound (every amount exact in JSON)
 
 def test_a_sensed_stake_above_the_money_bound_is_ignored_naming_the_spot() -> None:
     d = Driver(baccarat_config())

@@ -88,7 +88,8 @@ def test_the_commission_rule_in_words(rule: CommissionRule, currency: str, text:
 
 def test_the_info_message_carries_the_commission_rule_and_the_display_language() -> None:
     example = (ROOT / "deploy/examples/baccarat.toml").read_text()
-    cfg = parse_config(example.replace("unit = 1 ", "unit = 100 ").replace('rounding = "half_up"', 'rounding = "up"')
+    cfg = parse_config(example.replace("unit = 1 ", "unit = 100 ")
+                       .replace('rounding = "half_up"', 'rounding = "up"')
                        + '\n[signage]\nlanguage = "zh-Hant"\n')
     info = table_info_message(cfg, ts="2026-11-29T12:00:00Z", shoe=3)
     assert isinstance(info, TableInfo) and info.language == "zh-Hant" and info.commission == "5%"
