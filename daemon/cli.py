@@ -29,6 +29,7 @@ COMMANDS: tuple[str, ...] = (
     "simulate",
     "capture",
     "replay",
+    "floor",
 )
 """Modules of :mod:`daemon.commands`, in the order ``--help`` lists them."""
 
