@@ -384,7 +384,10 @@ def render_table(report: list[DayTable], console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    import sys
+
+    # piped: wide enough that no figure is ever cut or wrapped (money must be read whole)
+    console = console or (Console() if sys.stdout.isatty() else Console(width=220))
     if not report:
         console.print("no settled wagers in the floor database for that selection")
         return
