@@ -19,7 +19,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import msgspec
-import pytest
 from floor_support import pg_url
 
 from tablesense.daemon.floor.accounting import GamingDay, build_report, decimal_text, money
@@ -74,9 +73,11 @@ def messages() -> list[tuple[str, Message]]:
     ]
     for ts, rnd, void, wagers in rounds:
         for spot, bet, hand, stake, outcome, net, comm in wagers:
-            add("settlements", SettlementMessage(table="bac-30", ts=ts, shoe=1, round=rnd, spot=spot, seat=spot,
+            odds = "1 to 1" if outcome == "win" else None
+            add("settlements", SettlementMessage(table="bac-30", ts=ts, shoe=1, round=rnd, spot=spot,
+                                                 seat=spot,
                                                  bet=bet, hand=hand, stake=stake, outcome=outcome,
-                                                 category=outcome, odds="1 to 1" if outcome == "win" else None,
+                                                 category=outcome, odds=odds,
                                                  net=net, commission=comm))
         add("floor/rounds", FloorRound(table="bac-30", ts=ts, shoe=1, round=rnd, game="baccarat", void=void))
     return out
@@ -109,7 +110,8 @@ def check(report: list[dict[str, object]]) -> None:
     assert Fraction(str(d1["theo_win_exact_minor"])) == expected_theo_day1()
     assert (d1["void_rounds"], d1["void_stake"]) == (0, "0.00")
     # day 2: the void round apart, a Player win and a Perfect Pair at 25 to 1
-    assert (d2["rounds"], d2["handle"], d2["player_net"], d2["house_win"]) == (1, "25.00", "145.00", "-145.00")
+    assert (d2["rounds"], d2["handle"], d2["player_net"], d2["house_win"]) == (
+        1, "25.00", "145.00", "-145.00")
     assert d2["hold_pct"] == "-580.0000"
     assert (d2["void_rounds"], d2["void_wagers"], d2["void_stake"]) == (1, 1, "50.00")
     theo2 = 2000 * EDGE[("player", None)] + 500 * EDGE[("perfect_pairs", "player")]
@@ -131,7 +133,8 @@ async def test_report_figures_exact_on_sqlite_through_the_cli(tmp_path: Path) ->
     await fill(url)
     tz = ["--gaming-day-start", "6", "--timezone", "America/New_York"]
     check(json.loads(cli("--database", url, "--format", "json", *tz)))
-    one = json.loads(cli("--database", url, "--format", "json", "--day", "2026-12-02", "--table", "bac-30", *tz))
+    one = json.loads(cli("--database", url, "--format", "json", "--day", "2026-12-02", "--table", "bac-30",
+                         *tz))
     assert [r["day"] for r in one] == ["2026-12-02"]
     rows = list(csv.DictReader(io.StringIO(cli("--database", url, "--format", "csv", *tz))))
     table_rows = [r for r in rows if r["level"] == "table"]
