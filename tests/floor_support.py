@@ -105,6 +105,7 @@ class ContractTable:
     shoe: int = 1
     round: int = 0
     instance: str = field(default_factory=lambda: secrets.token_hex(8))
+    live_clock: bool = False
     _client: aiomqtt.Client | None = None
     _task: asyncio.Task[None] | None = None
     _chain: list[str] = field(default_factory=list)
@@ -113,6 +114,13 @@ class ContractTable:
         self.rng = random.Random(self.seed)
         self.rules = get_game("baccarat").rules(self.decks, {"perfect_pairs": "A"},
                                                 CommissionRule(CommissionRule.parse_rate("5%")))
+
+    def stamp(self) -> str:
+        """The time of the next message: now (``live_clock``) or the table's simulated clock."""
+        if self.live_clock:
+            from datetime import UTC, datetime
+            return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return ts_at(self.clock)
 
     # -- journal ------------------------------------------------------------------------------------
     @property
@@ -142,7 +150,7 @@ class ContractTable:
     def status_payload(self, state: str = "online") -> bytes:
         chain_seq, head = self.chain_head()
         return json.dumps({"schema": "tablesense.status", "version": 1, "table": self.table, "seq": 0,
-                           "msg_id": "", "ts": ts_at(self.clock), "state": state, "detail": "",
+                           "msg_id": "", "ts": self.stamp(), "state": state, "detail": "",
                            "software": "0.1.0", "instance": self.instance, "config_digest": "ab" * 32,
                            "epoch": self.epoch, "last_seq": self.last_seq, "chain_seq": chain_seq,
                            "chain_head": head}).encode()
@@ -218,7 +226,7 @@ class ContractTable:
     # -- the game -----------------------------------------------------------------------------------
     async def open_table(self) -> None:
         """The retained table info (as at start and at every new shoe)."""
-        info = TableInfo(table=self.table, ts=ts_at(self.clock), shoe=self.shoe, game="baccarat",
+        info = TableInfo(table=self.table, ts=self.stamp(), shoe=self.shoe, game="baccarat",
                          decks=self.decks, currency="EUR", minor_unit=2, commission="5%",
                          wagers=(WagerInfo(bet="perfect_pairs", label="Perfect Pairs", paytable_name="A",
                                            min=500, max=20000),),
@@ -243,7 +251,7 @@ class ContractTable:
         the Player (spot 2). ``void``: the round is voided (every wager returned). Returns its rows."""
         self.round += 1
         self.clock += 30
-        ts = ts_at(self.clock)
+        ts = self.stamp()
         wagers = wagers or [("1", "banker", None, 10000), ("2", "perfect_pairs", "player", 500)]
         rows = [await self.emit("round", RoundState(table=self.table, ts=ts, shoe=self.shoe, round=self.round,
                                                     game="baccarat", phase="dealing"), retain=True)]

@@ -381,10 +381,10 @@ def render_csv(report: Iterable[DayTable]) -> str:
 
 def render_table(report: list[DayTable], console: Any = None) -> None:
     """Print the report as rich tables: one per gaming day and table (wagers, then shoes)."""
+    import sys
+
     from rich.console import Console
     from rich.table import Table
-
-    import sys
 
     # piped: wide enough that no figure is ever cut or wrapped (money must be read whole)
     console = console or (Console() if sys.stdout.isatty() else Console(width=220))

@@ -369,7 +369,7 @@ class Ingestor:
                     (msg.msg_id, i, table, _int(msg.shoe), _int(msg.round), c.ts, c.name,
                      json.dumps(c.args, sort_keys=True), c.operator, c.ok, c.reason))
             if chain.chain_seq is not None and chain.chain_head:
-                await self._chain_mark(tx, table, epoch, chain.chain_seq, chain.chain_head, msg.msg_id)
+                await self._chain_mark(tx, table, epoch, chain.chain_seq, chain.chain_head, msg.msg_id, ts)
         elif isinstance(msg, AlarmMessage):
             await tx.execute(
                 "INSERT INTO alarms (msg_id, table_id, epoch, seq, shoe, round, ts, alarm_id, code, "
@@ -473,48 +473,51 @@ class Ingestor:
                 tx, f"{table}:EPOCH_CHANGED:{s.epoch}", table, "EPOCH_CHANGED",
                 f"journal epoch changed from {old_epoch} to {s.epoch} (instance {s.instance or '?'}): a new "
                 f"journal file, seq restarts; what epoch {old_epoch} had not delivered cannot be replayed")
+        try:
+            status_ts = canonical_ts(s.ts)
+        except ValueError:
+            status_ts = item.received_at
         if s.last_seq is not None:
-            tracks = await tx.fetchall("SELECT max_seq, status_last_seq FROM seq_tracks WHERE table_id = ? "
-                                       "AND "
-                                       "epoch = ?", (table, s.epoch))
-            if tracks and s.last_seq < int(tracks[0][0]):
+            # A status older than the messages stored (published at connect, processed after them) says
+            # nothing about a rewind: only one published after the highest seq's message does.
+            newest = await tx.fetchall(
+                "SELECT seq, ts FROM messages WHERE table_id = ? AND epoch = ? AND seq > 0 ORDER BY seq DESC "
+                "LIMIT 1", (table, s.epoch))
+            if newest and s.last_seq < int(newest[0][0]) and status_ts > str(newest[0][1]):
                 await raise_floor_alarm(
                     tx, f"{table}:CHAIN_DISCONTINUITY:{s.epoch}:last_seq:{s.last_seq}", table,
                     "CHAIN_DISCONTINUITY",
                     f"the table reports last seq {s.last_seq} in journal epoch {s.epoch}, but the floor "
-                    "holds "
-                    f"seq {tracks[0][0]}: the journal went back (restored from a backup?)")
+                    f"holds seq {newest[0][0]} published before: the journal went back (restored from a "
+                    f"backup?)")
             now = item.received_at
             await tx.execute(
                 "INSERT INTO seq_tracks (table_id, epoch, through_seq, max_seq, status_last_seq, first_seen, "
                 "last_progress_at) VALUES (?, ?, 0, 0, ?, ?, ?) ON CONFLICT (table_id, epoch) DO UPDATE SET "
                 "status_last_seq = excluded.status_last_seq", (table, s.epoch, s.last_seq, now, now))
         if s.chain_seq is not None and s.chain_head:
-            marks = await tx.fetchall("SELECT MAX(chain_seq) FROM chain_marks WHERE table_id = ? AND epoch "
-                                      "= ?",
-                                      (table, s.epoch))
+            marks = await tx.fetchall("SELECT MAX(chain_seq) FROM chain_marks WHERE table_id = ? AND "
+                                      "epoch = ? "
+                                      "AND source_ts < ?", (table, s.epoch, status_ts))
             highest = marks[0][0] if marks else None
             if highest is not None and s.chain_seq < int(highest):
                 await raise_floor_alarm(
                     tx, f"{table}:CHAIN_DISCONTINUITY:{s.epoch}:rewound:{s.chain_seq}", table,
                     "CHAIN_DISCONTINUITY",
-                    f"the table's chain head is at seq {s.chain_seq} of epoch {s.epoch}, the floor has "
-                    "seen seq "
-                    f"{highest}: the journal went back (restored from a backup?)")
+                    f"the table's chain head is at seq {s.chain_seq} of epoch {s.epoch}, the floor has seen "
+                    f"seq {highest} before: the journal went back (restored from a backup?)")
             await self._chain_mark(tx, table, s.epoch, s.chain_seq, s.chain_head,
-                                   f"status:{s.instance or old_instance or '?'}")
+                                   f"status:{s.instance or old_instance or '?'}", status_ts)
 
-    async def _chain_mark(self, tx: Tx, table: str, epoch: str, chain_seq: int, head: str,
-                          source: str) -> None:
+    async def _chain_mark(self, tx: Tx, table: str, epoch: str, chain_seq: int, head: str, source: str,
+                          source_ts: str) -> None:
         head = head.lower()
         await tx.execute(
-            "INSERT INTO chain_marks (table_id, epoch, chain_seq, chain_head, source, seen_at) VALUES (?, "
-            "?, ?, "
-            "?, ?, ?) ON CONFLICT (table_id, epoch, chain_seq) DO NOTHING",
-            (table, epoch, chain_seq, head, source, now_iso()))
-        rows = await tx.fetchall("SELECT chain_head, source FROM chain_marks WHERE table_id = ? AND epoch "
-                                 "= ? AND "
-                                 "chain_seq = ?", (table, epoch, chain_seq))
+            "INSERT INTO chain_marks (table_id, epoch, chain_seq, chain_head, source, source_ts, seen_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, epoch, chain_seq) DO NOTHING",
+            (table, epoch, chain_seq, head, source, source_ts, now_iso()))
+        rows = await tx.fetchall("SELECT chain_head, source FROM chain_marks WHERE table_id = ? AND "
+                                 "epoch = ? AND chain_seq = ?", (table, epoch, chain_seq))
         if rows and rows[0][0] != head:
             await raise_floor_alarm(
                 tx, f"{table}:CHAIN_DISCONTINUITY:{epoch}:{chain_seq}", table, "CHAIN_DISCONTINUITY",

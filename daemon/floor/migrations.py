@@ -232,6 +232,7 @@ _V1 = (
         chain_seq BIGINT NOT NULL,
         chain_head TEXT NOT NULL,
         source TEXT NOT NULL,
+        source_ts TEXT NOT NULL,
         seen_at TEXT NOT NULL,
         PRIMARY KEY (table_id, epoch, chain_seq))""",
     """CREATE TABLE floor_alarms (

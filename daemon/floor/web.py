@@ -134,14 +134,10 @@ class FloorPage:
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
             await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
             await self.refresh()
-            gen = conn.notifies(timeout=self.poll * 5)
             while not self._closing:
-                got = False
-                async for _n in gen:
-                    got = True
-                    break
-                if not got:
-                    gen = conn.notifies(timeout=self.poll * 5)
+                # stop_after=1: the generator ends (and releases the connection) after each wake-up
+                async for _n in conn.notifies(timeout=self.poll * 5, stop_after=1):
+                    pass
                 await self.refresh()
                 await asyncio.sleep(0.2)  # coalesce bursts of batches
 
