@@ -92,7 +92,8 @@ async def test_floor_page_live(tmp_path: Path, broker: MosquittoBroker) -> None:
                                                       severity="critical", held=True,
                                                       text="a card the shoe cannot hold: round held"))
                 await two.emit("alarms", AlarmMessage(table="bac-02", ts=two.stamp(), shoe=1, round=2,
-                                                      alarm_id="1.3", code="PAST_POSTING", severity="critical",
+                                                      alarm_id="1.3", code="PAST_POSTING",
+                                                      severity="critical",
                                                       text="spot 3 changed after lock", seat="3", spot="3"))
                 await two.emit("round", RoundState(table="bac-02", ts=two.stamp(), shoe=1, round=2,
                                                    game="baccarat", phase="dealing", held=True,

@@ -171,12 +171,17 @@ async def test_epoch_change_and_chain_discontinuity(db_url: str, broker: Mosquit
         await table.deal_round()
         await table.publish_status()
         await wait_for(lambda: _count_is(service.db, table.last_seq), 20, "the first round")
-        # the journal restored from an older copy: same epoch, a different head at a chain seq already seen
-        table._chain[2] = "f" * 64
-        table.journal = table.journal[:3]
+        # the journal restored from another copy: same epoch, back at seq 5, with a different head at chain
+        # seq 5 than the floor record (seq 6) reported
+        assert table.journal[5].channel == "floor/rounds"
+        table.journal, table._chain = table.journal[:5], [*table._chain[:4], "f" * 64]
+        table.clock += 60
         await table.publish_status()
         await wait_for(lambda: scalar(service.db, "SELECT COUNT(*) FROM floor_alarms WHERE "
                                                   "code = 'CHAIN_DISCONTINUITY'"), 20, "CHAIN_DISCONTINUITY")
+        texts = [r[0] for r in await service.db.fetchall("SELECT text FROM floor_alarms WHERE "
+                                                         "code = 'CHAIN_DISCONTINUITY'")]
+        assert any("chain does not continue" in t for t in texts), texts
         # the journal replaced: a new epoch, seq restarts
         await table.stop()
         fresh = ContractTable(broker.host, broker.port, "bac-13", seed=15)
