@@ -184,8 +184,10 @@ class FloorConsumer:
                     backoff = self.settings.backoff_min
                     log.info("floor_mqtt_connected", host=self.settings.host, port=self.settings.port,
                              client_id=self.settings.client_id, protocol=self.protocol)
-                    for flt in subscriptions(self.settings, v5):
+                    filters = subscriptions(self.settings, v5)
+                    for flt in filters:
                         await client.subscribe(flt, qos=1)
+                    log.info("floor_subscribed", filters=filters)
                     await self._session(client)
             except MqttConnectError as exc:
                 code = getattr(exc.rc, "value", exc.rc)
