@@ -34,6 +34,7 @@ COMMANDS: tuple[str, ...] = (
     "simulate",
     "capture",
     "replay",
+    "floor",
 )
 """Modules of :mod:`daemon.commands`, in the order ``--help`` lists them."""
 

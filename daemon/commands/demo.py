@@ -77,6 +77,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-signage", action="store_true", help="do not start the signage display")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve the daemon's Prometheus metrics on 127.0.0.1:PORT (0: a free port)")
+    # --- floor (owner: the floor service, daemon/floor) ---
+    p.add_argument("--floor", action="store_true",
+                   help="also run the floor service on an SQLite file and its floor page (tablesense floor)")
     p.set_defaults(func=run)
 
 
@@ -97,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         lines = asyncio.run(run_demo(args.game, args.rounds, seed, broker=broker, ui=not args.no_ui,
                                      pace=pace, keep=args.keep,
                                      signage_port=None if args.no_signage else args.signage_port,
-                                     metrics_port=args.metrics_port))
+                                     metrics_port=args.metrics_port, floor=args.floor))
     except KeyboardInterrupt:
         print("demo interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
@@ -113,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
 async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int] | None = None,
                    ui: bool = False, pace: float = 0.0, keep: bool = False,
                    out: Any = None, signage_port: int | None = 0,
-                   metrics_port: int | None = None) -> list[str]:
+                   metrics_port: int | None = None, floor: bool = False) -> list[str]:
     """Run the demo in the current event loop; returns the summary lines.
 
     ``signage_port``: start the signage display on ``127.0.0.1:signage_port`` (0: a free port) and print
@@ -168,6 +171,7 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
     metrics_server: Any = None
     signage_url: str | None = None
     stream = out if out is not None else sys.stdout
+    floor_demo: Any = None  # --floor: the floor service on an SQLite file (daemon.floor.demo)
     try:
         if broker is not None:
             host, port = broker
@@ -208,6 +212,13 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
             metrics_server = metrics.start(f"127.0.0.1:{metrics_port}")
             if metrics_server is None:
                 raise UsageError(f"--metrics-port {metrics_port}: cannot listen on 127.0.0.1")
+        if floor:  # --- floor ---
+            from tablesense.daemon.floor.demo import DemoFloor
+
+            floor_demo = DemoFloor(tmp, host, port, protocol, config.mqtt.topic_prefix)
+            await floor_demo.start()
+            print(f"tablesense demo: floor page on {floor_demo.page_url} (database {floor_demo.path})",
+                  file=stream, flush=True)
         print(f"tablesense demo: table {config.table} ({game}), {rounds} rounds, seed {seed}, broker "
               f"{host}:{port}" + (f", signage display on {signage_url}" if signage_url else "")
               + (f", metrics on http://{metrics_server.address}/metrics" if metrics_server else ""),
@@ -239,8 +250,15 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         for _ in range(rounds):
             await sim.play_round()
         await asyncio.wait_for(watcher, 30)
+        if floor_demo is not None:  # --- floor ---
+            await floor_demo.settle(config.table)
     finally:
         cleaning = True
+        if floor_demo is not None:  # --- floor ---
+            try:
+                await floor_demo.stop()
+            except Exception as exc:  # the rest of the clean-up must still run
+                print(f"tablesense demo: stopping the floor service failed: {exc}", file=sys.stderr)
         if app is not None:
             app.stop()
         for t in tasks:
@@ -275,4 +293,6 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
              + (" (amqtt, MQTT 3.1.1)" if amqtt_broker is not None else "")]
     for v in views.values():
         lines += summary_lines(v)
+    if floor_demo is not None:  # --- floor ---
+        lines += floor_demo.summary
     return lines
