@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,7 @@ import psycopg  # noqa: E402
 from tablesense.daemon.broker import MosquittoBroker  # noqa: E402
 from tablesense.daemon.config import parse_config  # noqa: E402
 from tablesense.daemon.floor.consumer import NOTIFY_CHANNEL  # noqa: E402
+from tablesense.daemon.journal import sealed_snapshot, write_new_key  # noqa: E402
 from tablesense.daemon.mqtt import NODELAY  # noqa: E402
 from tablesense.simulators.dealer import SimTable, sim_config_toml  # noqa: E402
 
@@ -111,13 +111,9 @@ async def pg_commit(url: str, n: int = 300) -> list[float]:
     return out
 
 
-def journal_rows(directory: Path) -> list[tuple[int, str, bytes]]:
-    conn = sqlite3.connect(f"file:{directory / 'journal.sqlite'}?mode=ro", uri=True, timeout=10)
-    try:
-        return [(int(a), str(b), bytes(c)) for a, b, c in
-                conn.execute("SELECT row_id, msg_id, payload FROM outbox ORDER BY row_id")]
-    finally:
-        conn.close()
+def journal_rows(directory: Path, key: bytes) -> list[tuple[int, str, bytes]]:
+    """``(seq, msg_id, payload)`` of every message the table's sealed journal holds, verified."""
+    return [(r.seq, r.msg_id, bytes(r.payload)) for r in sealed_snapshot(directory, key).messages()]
 
 
 class Table:
@@ -132,6 +128,7 @@ class Table:
                                host=broker.host, port=broker.port, journal=self.dir / "journal",
                                table=self.name)
         (self.dir / "t.toml").write_text(text)
+        self.key = write_new_key(self.dir / "journal-key")  # the journal's sealing key, as a credential
         self.config = parse_config(text)
         self.last_card = 0.0
         self.round_ends: list[float] = []
@@ -146,7 +143,8 @@ class Table:
         await self.sim.start()
         self.proc = subprocess.Popen([TABLESENSE, "run", "--config", str(self.dir / "t.toml"), "--log-level",
                                       "warning"], stdout=(self.dir / "daemon.log").open("wb"),
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT,
+                                     env={**os.environ, "CREDENTIALS_DIRECTORY": str(self.dir)})
         await self.sim.wait_host(120)
 
     async def deal(self, until: float) -> None:
@@ -205,7 +203,7 @@ async def main(n: int, seconds: float, pace: float, gap: float) -> int:
         deadline = loop.time() + 120
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
             while loop.time() < deadline:
-                want = sum(len(journal_rows(t.dir / "journal")) for t in tables)
+                want = sum(len(journal_rows(t.dir / "journal", t.key)) for t in tables)
                 have = (await (await conn.execute("SELECT COUNT(*) FROM messages")).fetchone() or [0])[0]
                 if have >= want:
                     break
@@ -219,7 +217,7 @@ async def main(n: int, seconds: float, pace: float, gap: float) -> int:
         settlements = 0
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
             for t in tables:
-                rows = journal_rows(t.dir / "journal")
+                rows = journal_rows(t.dir / "journal", t.key)
                 cur = await conn.execute("SELECT seq, msg_id, payload FROM messages WHERE table_id = %s "
                                          "ORDER BY seq", (t.name,))
                 stored = await cur.fetchall()
@@ -255,7 +253,7 @@ async def main(n: int, seconds: float, pace: float, gap: float) -> int:
             "caught_up_after_s": round(caught_up_s, 1),
             "proof": {"lost": lost, "duplicated": dup, "tables_seq_not_complete_in_order": out_of_order,
                       "payload_differs": wrong_payload,
-                      "journal_rows": sum(len(journal_rows(t.dir / "journal")) for t in tables)},
+                      "journal_rows": sum(len(journal_rows(t.dir / "journal", t.key)) for t in tables)},
         })
     finally:
         for t in tables:

@@ -310,8 +310,6 @@ def dictionary_sample(size: int = 32 * 1024) -> bytes:
 def sealed_rows(directory: Path, key: bytes | None = None) -> list[Any]:
     """Every row the journal in ``directory`` holds, in chain order, each block verified against the chain
     (read-only connection; ``key``: the test session's key by default)."""
-
-
     return _sealed(directory, key)[0]
 
 
@@ -327,25 +325,11 @@ def sealed_messages(directory: Path, key: bytes | None = None) -> list[tuple[int
 
 
 def _sealed(directory: Path, key: bytes | None) -> tuple[list[Any], set[int]]:
-    import sqlite3
-
-    from tablesense.daemon.journal import blocks as bk
+    from tablesense.daemon.journal import sealed_snapshot
     from tablesense.daemon.journal.key import load_key
 
-    key = load_key() if key is None else key
-    conn = sqlite3.connect(f"{(directory / 'journal.sqlite').resolve().as_uri()}?mode=ro", uri=True,
-                           timeout=10, isolation_level=None)
-    try:
-        conn.execute("BEGIN")  # one snapshot: a writer may archive or append meanwhile
-        state = bk.read_header(conn, key, str(directory)).state
-        out: list[Any] = []
-        for block in bk.blocks_after(conn, state, 1):
-            out += bk.verified_rows(conn, key, block)
-        pending = {int(r[0]) for r in conn.execute("SELECT seq FROM pending")}
-        conn.execute("COMMIT")
-        return out, pending
-    finally:
-        conn.close()
+    snap = sealed_snapshot(directory, load_key() if key is None else key)
+    return snap.rows, snap.pending
 
 
 def forge(directory: Path, change: Callable[[Any], Any]) -> int:

@@ -21,7 +21,10 @@ def test_demo_floor_stores_every_round_and_agrees_with_the_summary() -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout
     assert re.search(r"floor page on http://127\.0\.0\.1:\d+/", out), out
-    staked = sum(Decimal(m) for m in re.findall(r"staked\s+([0-9.]+)", out))
+    # the summary table: wager, bets, won, lost, push, staked, net
+    staked = sum(Decimal(m) for m in re.findall(r"^  [a-z_0-9]+ +\d+ +\d+ +\d+ +\d+ +([0-9.]+) +[-+0-9.]+$",
+                                                 out, re.M))
+    assert staked > 0, out
     house = Decimal(re.search(r"\(house: ([-+0-9.]+)\)", out).group(1))  # type: ignore[union-attr]
     m = re.search(r"floor: (\d+) messages of demo-baccarat stored in floor\.sqlite, (\d+) rounds, handle "
                   r"([-0-9.]+), house win ([-0-9.]+)", out)

@@ -14,7 +14,6 @@ branches): until they are merged a daemon answers ``cmd/replay`` as an unknown c
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -32,11 +31,10 @@ pytestmark = [pytest.mark.timeout(300),
 
 
 def journal_ids(directory: Path) -> list[str]:
-    conn = sqlite3.connect(f"file:{directory / 'journal.sqlite'}?mode=ro", uri=True, timeout=10)
-    try:
-        return [str(r[0]) for r in conn.execute("SELECT msg_id FROM outbox ORDER BY row_id")]
-    finally:
-        conn.close()
+    """Every msg_id the table's sealed journal holds, in seq order (verified against its seal)."""
+    from journal_support import sealed_messages
+
+    return [msg_id for _, msg_id, _, _ in sorted(sealed_messages(directory))]
 
 
 async def floor_ids(db: Database, table: str) -> list[str]:

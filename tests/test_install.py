@@ -104,7 +104,10 @@ def test_wheel_has_one_import_name_and_its_package_data(wheel: Path) -> None:
     tops = {n.split("/")[0] for n in names}
     assert tops == {"tablesense", f"tablesense-{VERSION}.dist-info"}, tops
     for needed in ("tablesense/daemon/signage/static/index.html", "tablesense/daemon/signage/static/app.js",
-                   "tablesense/daemon/signage/static/style.css",
+                   "tablesense/daemon/signage/static/style.css", "tablesense/daemon/signage/static/i18n.js",
+                   "tablesense/daemon/signage/static/favicon.ico",
+                   "tablesense/daemon/floor/static/floor.html", "tablesense/daemon/floor/static/floor.js",
+                   "tablesense/daemon/floor/static/floor.css",
                    "tablesense/deploy/examples/baccarat.toml", "tablesense/deploy/examples/uth.toml",
                    "tablesense/deploy/mosquitto/tablesense-tls.conf", "tablesense/deploy/mosquitto/acl",
                    "tablesense/deploy/systemd/tablesense@.service",
@@ -127,9 +130,11 @@ def test_installed_commands_run_outside_the_checkout(staged: Path, env: dict[str
 
     assert _timed("--version", [ts, "--version"], **run).stdout.strip() == f"tablesense {VERSION}"
 
-    demo = _timed("demo --rounds 3 --no-ui", [ts, "demo", "--rounds", "3", "--no-ui", "--seed", "3"], **run)
+    demo = _timed("demo --rounds 3 --no-ui --floor",
+                  [ts, "demo", "--rounds", "3", "--no-ui", "--seed", "3", "--floor"], **run)
     assert re.search(r"table demo-baccarat \(baccarat\): 3 rounds settled", demo.stdout), demo.stdout[-2000:]
     assert "signage display on http://127.0.0.1:" in demo.stdout
+    assert "floor page on http://127.0.0.1:" in demo.stdout
 
     check = _timed("schemas --check", [ts, "schemas", "--check"], **run)
     assert "match the message models" in check.stdout

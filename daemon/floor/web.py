@@ -22,7 +22,6 @@ import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -31,12 +30,13 @@ from tablesense.daemon.floor.accounting import GamingDay, _pct, decimal_text, mo
 from tablesense.daemon.floor.consumer import NOTIFY_CHANNEL
 from tablesense.daemon.floor.store import Database, DatabaseError, open_database
 from tablesense.daemon.logging import get_logger
+from tablesense.daemon.resources import data_path
 from tablesense.daemon.signage.server import parse_hostport
 
 __all__ = ["FloorPage", "page_model", "start_floor_page"]
 
 log = get_logger(component="floor")
-STATIC = Path(__file__).resolve().parent / "static"
+STATIC = data_path("daemon", "floor", "static")  # package data (importlib.resources)
 _SEVERITY = {"critical": 0, "warning": 1, "info": 2}
 
 

@@ -6,7 +6,7 @@ verify``). Every row is sealed in one HMAC-SHA256 hash chain under the table's k
 SQLite and message rows; no game rules.
 """
 
-from tablesense.daemon.journal.audit import AuditReport, audit
+from tablesense.daemon.journal.audit import AuditReport, SealedSnapshot, audit, sealed_snapshot
 from tablesense.daemon.journal.errors import JournalDamaged, JournalError, JournalUnwritable
 from tablesense.daemon.journal.key import JournalKeyError, key_id, load_key, write_new_key
 from tablesense.daemon.journal.recall import JournalMissing, RecallReader, RoundRecord, open_for_recall
@@ -23,9 +23,11 @@ __all__ = [
     "OutboxRow",
     "RecallReader",
     "RoundRecord",
+    "SealedSnapshot",
     "audit",
     "key_id",
     "load_key",
     "open_for_recall",
+    "sealed_snapshot",
     "write_new_key",
 ]

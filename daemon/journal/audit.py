@@ -40,7 +40,7 @@ from tablesense.daemon.journal.seal import (
 )
 from tablesense.daemon.journal.store import HEAD_RECORD_BYTES, JOURNAL_FILE, LOCK_FILE, check_head_record
 
-__all__ = ["AuditReport", "audit", "parse_head"]
+__all__ = ["AuditReport", "SealedSnapshot", "audit", "parse_head", "sealed_snapshot"]
 
 
 @dataclass
@@ -216,3 +216,47 @@ def _check_lock_file(lock: Path, key: bytes, epoch: str, state: bk.State) -> Non
     except OSError:
         return
     check_head_record(data, key, epoch, state, f"journal {lock.parent / JOURNAL_FILE}")
+
+
+@dataclass
+class SealedSnapshot:
+    """Every row a journal holds, in chain order (``rows``: :class:`~daemon.journal.seal.InputRow`,
+    :class:`~daemon.journal.seal.MessageRow`, :class:`~daemon.journal.seal.MarkRow`, ...), each block
+    verified against its seal, and the ``seq`` of every message not yet acknowledged (``pending``)."""
+
+    rows: list[object]
+    pending: set[int]
+
+    def messages(self) -> list[MessageRow]:
+        """The message rows, in ``seq`` order."""
+        return sorted((r for r in self.rows if isinstance(r, MessageRow)), key=lambda r: r.seq)
+
+
+def sealed_snapshot(directory: Path | str, key: bytes) -> SealedSnapshot:
+    """Read every row of the journal in ``directory`` from one read-only snapshot (also while the daemon
+    writes it), verifying each block against the chain: for tools and benchmarks that compare what a
+    table journaled with what its consumers received.
+
+    Raises:
+        JournalDamaged: a block fails its seal, or the file is not this key's journal.
+        JournalError: the file cannot be opened or read.
+    """
+    path = Path(directory) / "journal.sqlite"
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10,
+                               isolation_level=None)
+    except sqlite3.Error as exc:
+        raise classify_sqlite_error(exc, "open") from None
+    try:
+        conn.execute("BEGIN")  # one snapshot: the writer may archive or append meanwhile
+        state = bk.read_header(conn, key, str(directory)).state
+        rows: list[object] = []
+        for block in bk.blocks_after(conn, state, 1):
+            rows += bk.verified_rows(conn, key, block)
+        pending = {int(r[0]) for r in conn.execute("SELECT seq FROM pending")}
+        conn.execute("COMMIT")
+        return SealedSnapshot(rows, pending)
+    except sqlite3.Error as exc:
+        raise classify_sqlite_error(exc, "read") from None
+    finally:
+        conn.close()
