@@ -37,7 +37,14 @@ from tablesense.daemon.cli import UsageError
 from tablesense.daemon.config import MAX_MONEY, RATE_TEXT
 from tablesense.daemon.rules.cards import Card, InvalidCard
 from tablesense.daemon.rules.games import Game, RoundCards, get_game
-from tablesense.daemon.rules.money import MAX_AMOUNT, CommissionRule, RoundingMode, max_stake, wager_odds
+from tablesense.daemon.rules.money import (
+    MAX_AMOUNT,
+    CommissionRule,
+    RoundingMode,
+    max_stake,
+    percent_text,
+    wager_odds,
+)
 from tablesense.daemon.rules.settlement import Bet, Hand, Wager
 
 __all__ = ["RoundRequest", "parse_request", "register", "run", "settle_document", "settle_request"]
@@ -233,7 +240,7 @@ def settle_request(request: RoundRequest) -> dict[str, Any]:
     out: dict[str, Any] = {"game": game.name, "decks": rules.decks, "paytables": game.paytables_of(rules)}
     if game.takes_commission:
         c: CommissionRule = rules.commission
-        out["commission"] = {"rate": _percent(c.rate), "unit": c.unit, "rounding": c.mode.value}
+        out["commission"] = {"rate": percent_text(c.rate), "unit": c.unit, "rounding": c.mode.value}
     out["wagers"] = [s.to_dict() for s in settlements]
     if game.deals == "cards":
         from tablesense.daemon.rules.baccarat import coup_from_cards
@@ -250,17 +257,6 @@ def settle_request(request: RoundRequest) -> dict[str, Any]:
             raise _Bad(f"wagers: the total {key} {_short(total)} is beyond {MAX_AMOUNT} (2**53 - 1 minor "
                        "units, exact in JSON consumers): settle fewer or smaller wagers at once")
     return out
-
-
-def _percent(rate: Fraction) -> str:
-    """``1/20`` -> ``"5%"``, ``1/40`` -> ``"2.5%"``; a rate with no short decimal form as a fraction."""
-    pct = rate * 100
-    for places in range(7):
-        scaled = pct * 10**places
-        if scaled.denominator == 1:
-            digits = str(scaled.numerator).rjust(places + 1, "0")
-            return (f"{digits[:-places]}.{digits[-places:]}" if places else digits) + "%"
-    return str(rate)
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

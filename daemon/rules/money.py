@@ -15,8 +15,8 @@ from enum import Enum
 from fractions import Fraction
 from typing import Any
 
-__all__ = ["MAX_AMOUNT", "CommissionRule", "Odds", "RoundingMode", "max_stake", "round_to_unit", "wager_odds",
-           "winnings"]
+__all__ = ["MAX_AMOUNT", "CommissionRule", "Odds", "RoundingMode", "max_stake", "percent_text",
+           "round_to_unit", "wager_odds", "winnings"]
 
 MAX_AMOUNT = (1 << 53) - 1
 """The largest amount (minor units) tablesense publishes: 2**53 - 1, the largest integer every JSON
@@ -180,6 +180,19 @@ class CommissionRule:
         """
         _check_stake(won)
         return min(won, round_to_unit(self.rate * won, self.unit, self.mode))
+
+
+def percent_text(rate: Fraction) -> str:
+    """A rate as players read it: ``1/20`` -> ``"5%"``, ``1/40`` -> ``"2.5%"``; a rate with no short
+    decimal form stays a fraction (``"1/30"``). Exact: no float. Used for the commission rule on the
+    signage ``info`` message and by ``tablesense settle``."""
+    pct = rate * 100
+    for places in range(7):
+        scaled = pct * 10**places
+        if scaled.denominator == 1:
+            digits = str(scaled.numerator).rjust(places + 1, "0")
+            return (f"{digits[:-places]}.{digits[-places:]}" if places else digits) + "%"
+    return str(rate)
 
 
 NO_COMMISSION = CommissionRule(rate=Fraction(0))

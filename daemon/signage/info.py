@@ -31,7 +31,6 @@ commission unit) is integer minor units. Nothing private: no devices, broker, jo
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any
 
 import msgspec
@@ -42,7 +41,7 @@ from tablesense.daemon.rules.baccarat import BaccaratRules, BaccaratVariant
 from tablesense.daemon.rules.baccarat_wagers import DRAGON_7_ODDS, PANDA_8_ODDS
 from tablesense.daemon.rules.blackjack import BlackjackRules
 from tablesense.daemon.rules.errors import RulesError
-from tablesense.daemon.rules.money import CommissionRule, RoundingMode
+from tablesense.daemon.rules.money import CommissionRule, RoundingMode, percent_text
 from tablesense.daemon.rules.pairs import PairKind, PairPaytable
 from tablesense.daemon.rules.uth import UthRules
 from tablesense.daemon.signage.view import BET_LABELS, CATEGORY_LABELS, category_label, format_money
@@ -62,18 +61,6 @@ category; docs/signage.md)."""
 _ROUNDING_TEXT = {RoundingMode.UP: "rounded up to {unit}", RoundingMode.DOWN: "rounded down to {unit}",
                   RoundingMode.HALF_UP: "rounded to the nearest {unit}",
                   RoundingMode.HALF_EVEN: "rounded to the nearest {unit}, halves to even"}
-
-
-def percent_text(rate: Fraction) -> str:
-    """``1/20`` -> ``"5%"``, ``1/40`` -> ``"2.5%"``; a rate with no short decimal form as a fraction
-    (``"1/30"``). Exact: no float."""
-    pct = rate * 100
-    for places in range(7):
-        scaled = pct * 10**places
-        if scaled.denominator == 1:
-            digits = str(scaled.numerator).rjust(places + 1, "0")
-            return (f"{digits[:-places]}.{digits[-places:]}" if places else digits) + "%"
-    return str(rate)
 
 
 def commission_info(rule: CommissionRule, currency: str, minor_unit: int) -> CommissionInfo:
