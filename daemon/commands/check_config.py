@@ -90,7 +90,8 @@ def file_issues(cfg: TableConfig) -> list[ConfigIssue]:
     out: list[ConfigIssue] = []
 
     def problem(key: str, text: str) -> None:
-        out.append(ConfigIssue(f"{key}: {' '.join(text.split())}", key=key))
+        text = " ".join(text.split()).removeprefix(f"{key} ")  # "journal.key_file 'x' names ...": once
+        out.append(ConfigIssue(f"{key}: {text}", key=key))
 
     unset = unresolved_credentials(cfg)
     for key in unset:
