@@ -108,3 +108,48 @@ def test_burn_card_reported_by_the_shoe_is_not_shown_while_the_round_is_open(
     (burn,) = [e for e in record["events"] if e["kind"] == "ShoeStatus"]
     assert burn["detail"]["kind"] == "burn" and "card" not in burn["detail"]
     assert "4C" not in out and "rank" not in out
+
+
+def _journal_hold_release(directory: Path, public_after: tuple[tuple[int, str, str], ...]) -> None:
+    """A round whose second card was unreadable (held); a JC read while held waits; the supervisor
+    enters JC for the unreadable card and the machine answers with ``public_after``."""
+    from tablesense.daemon.messages import PublicCard, RoundState
+    from tablesense.daemon.rules.cards import Card
+    from tablesense.daemon.table.inputs import Channel, TimedInput
+    from tablesense.drivers.events import CardDrawn, ShoeStatus
+
+    def state(*cards: tuple[int, str, str]) -> list[Emit]:
+        return [Emit(Channel.ROUND, RoundState(
+            table="t", ts="2026-11-29T12:00:00.000Z", shoe=1, round=1, game="blackjack", phase="dealing",
+            cards=tuple(PublicCard(index=i, card=c, position=p) for i, c, p in cards)), retain=True)]
+
+    steps = [
+        (ShoeStatus("shoe", 1, ShoeStatusKind.NEW_SHOE), state()),
+        (CardDrawn("shoe", 2, Card.parse("QH")), state((1, "QH", "1"))),
+        (CardUnreadable("shoe", 3), state((1, "QH", "1"))),
+        (CardDrawn("shoe", 4, Card.parse("JC")), state((1, "QH", "1"))),  # waits while the round is held
+        (Command("enter_card", {"shoe": "1", "round": "1", "card": "JC"}, "supervisor-7", "c-1"),
+         state(*public_after)),
+    ]
+    with Journal(directory, "t") as j:
+        for n, (event, emits) in enumerate(steps, start=1):
+            j.append(TimedInput(f"2026-11-29T12:00:{n:02d}.000Z", event), emits)
+
+
+def test_a_card_placed_by_the_same_command_does_not_reveal_the_entered_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The entered card stays face down; the JC read while the round was held becomes public with the
+    same answer: the command's card is still withheld (it would tell which card is face down)."""
+    _journal_hold_release(tmp_path, ((1, "QH", "1"), (3, "JC", "1")))
+    record, _ = _recall_json(tmp_path, capsys)
+    (cmd,) = [e for e in record["events"] if e["kind"] == "Command"]
+    assert "card" not in cmd["detail"]["args"] and "withheld" in cmd["detail"]
+    assert [(c["index"], c["card"], c["status"]) for c in record["cards"]] == [(1, "QH", "dealt"),
+                                                                              (3, "JC", "dealt")]
+    (other := tmp_path / "b").mkdir()
+    _journal_hold_release(other, ((1, "QH", "1"), (2, "JC", "1"), (3, "JC", "1")))  # both face up
+    record, _ = _recall_json(other, capsys)
+    (cmd,) = [e for e in record["events"] if e["kind"] == "Command"]
+    assert cmd["detail"]["args"]["card"] == "JC"
+    assert [(c["index"], c["status"], c["device_seq"]) for c in record["cards"]] == [
+        (1, "dealt", 2), (2, "entered", None), (3, "dealt", 4)]

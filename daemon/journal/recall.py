@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -475,8 +476,10 @@ def _public_inputs(key: tuple[Any, Any], inputs: list[tuple[str, str, Any, list[
     * device cards (``CardDrawn``, ``CardUnreadable``) are never listed here (the public ones are in the
       card list, the others counted);
     * ``enter_card``: its ``card`` argument is shown when the round state published in answer to that
-      command newly shows that card (a face-up slot); else (the blackjack hole card, a UTH hand before the
-      reveal, a refused command, text that is not a card) it is left out and ``withheld`` says so;
+      command newly shows that card (a face-up slot) more often than device cards read earlier and not
+      yet public could account for (the command may release a hold and place them too); else (the
+      blackjack hole card, a UTH hand before the reveal, a refused command, text that is not a card) it
+      is left out and ``withheld`` says so;
     * a burn reported by the shoe (``ShoeStatus`` with a card): the card is left out (burns are never
       public);
     * ``RejectedInput``: the original input and the error text (either may name a face-down card) are
@@ -484,9 +487,12 @@ def _public_inputs(key: tuple[Any, Any], inputs: list[tuple[str, str, Any, list[
     """
     out = _PublicInputs()
     public: dict[int, str] = {}
+    drawn: Counter[str] = Counter()  # device cards read so far (public or not)
     for ts, kind, event, caused in inputs:
         states = [m for m in caused if isinstance(m, RoundState) and (m.shoe, m.round) == key]
         after = {c.index: c.card for c in states[-1].cards} if states else public
+        if isinstance(event, CardDrawn):
+            drawn[str(event.card)] += 1
         if not isinstance(event, CardDrawn | CardUnreadable):
             detail = msgspec.to_builtins(event)
             if not isinstance(detail, dict):
@@ -501,8 +507,12 @@ def _public_inputs(key: tuple[Any, Any], inputs: list[tuple[str, str, Any, list[
             elif isinstance(event, Command) and event.name == "enter_card" and "card" in event.args:
                 card = _card_text(event.args["card"])
                 new = [i for i, c in after.items() if i not in public and c == card]
-                if card is not None and new:
-                    out.entered[new[0]] = ts
+                # device cards read earlier and not public yet may be placed by the same command (the
+                # hold released): the entered card is public only if more such cards became public
+                entered_public = Counter(public[i] for i in public if i in out.entered)
+                unpublished = drawn - (Counter(public.values()) - entered_public)
+                if card is not None and len(new) > unpublished[card]:
+                    out.entered[new[0]] = ts  # an unreadable slot: drawn before what waited
                 else:
                     args = detail.get("args")
                     if isinstance(args, dict):
