@@ -6,11 +6,19 @@ autosave_interval, max_queued_messages), so a caller can
 stop, kill and restart it. :class:`AmqttBroker` is the in-process fallback when the binary is absent
 (amqtt 0.12, MQTT 3.1.1 only: the daemon falls back to 3.1.1 against it).
 Neither ever binds anything but 127.0.0.1.
+
+``die_with_parent``: the broker is started with the Linux parent-death signal set (prctl(2)
+``PR_SET_PDEATHSIG``), so the kernel stops it (SIGTERM) when the thread that started it ends, also when
+its owner is killed with SIGKILL and no clean-up can run (``tablesense demo``); no orphaned broker is left
+behind (PPID 1). The setting survives ``execve`` and is cleared only by a change of the process's
+effective user or group, which mosquitto's ``user`` line here never makes (it names the user already
+running it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import getpass
 import importlib
 import os
@@ -47,6 +55,32 @@ def mosquitto_binary() -> str | None:
     return None
 
 
+_PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal the calling process gets when its parent (the thread that forked it)
+ends (<linux/prctl.h>)."""
+
+
+def _parent_death_signal(signum: int) -> Any:
+    """A ``preexec_fn`` for :class:`subprocess.Popen` that makes the child get ``signum`` when its parent
+    ends, or ``None`` where prctl(2) is not available (not Linux). Runs in the child between fork and
+    exec, so it only calls the C library (loaded here, before the fork) and ``os`` functions; if the
+    parent has already ended by then, the child ends itself."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0) != 0:
+            return  # not supported: the owner's own clean-up still stops the broker
+        if os.getppid() != parent:  # the parent died before the setting took effect
+            os.kill(os.getpid(), signum)
+
+    return preexec
+
+
 def _wait_port(host: str, port: int, deadline: float) -> bool:
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
@@ -61,8 +95,10 @@ class MosquittoBroker:
     ``directory``: where the config, log and persistence files go (created). ``port``: fixed port or
     ``None`` for a free one (kept across restarts). ``acl_file``/``password_file``: optional Mosquitto
     ACL and password files; ``allow_anonymous`` as in mosquitto.conf(5). ``extra``: more config lines.
-    Use as a context manager or call :meth:`start`/:meth:`stop`. Raises :class:`BrokerError` when the
-    binary is missing or the broker does not listen within ``start_timeout`` seconds.
+    ``die_with_parent``: the kernel stops the broker when the thread that called :meth:`start` ends
+    (module docstring; call :meth:`start` from a thread that lives as long as the owner, e.g. the main
+    thread). Use as a context manager or call :meth:`start`/:meth:`stop`. Raises :class:`BrokerError`
+    when the binary is missing or the broker does not listen within ``start_timeout`` seconds.
     """
 
     host = "127.0.0.1"
@@ -70,7 +106,7 @@ class MosquittoBroker:
     def __init__(self, directory: str | os.PathLike[str], port: int | None = None, *,
                  acl_file: str | None = None, password_file: str | None = None,
                  allow_anonymous: bool = True, persistence: bool = True, extra: str = "",
-                 start_timeout: float = 10.0) -> None:
+                 start_timeout: float = 10.0, die_with_parent: bool = False) -> None:
         binary = mosquitto_binary()
         if binary is None:
             raise BrokerError("the mosquitto binary was not found (install the mosquitto package)")
@@ -82,6 +118,7 @@ class MosquittoBroker:
         self.log = self.directory / "mosquitto.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self._start_timeout = start_timeout
+        self.die_with_parent = die_with_parent
         lines = [
             f"listener {self.port} {self.host}",
             f"allow_anonymous {'true' if allow_anonymous else 'false'}",
@@ -119,10 +156,11 @@ class MosquittoBroker:
         """Start mosquitto and wait until it accepts connections."""
         if self.pid is not None:
             return
+        preexec = _parent_death_signal(signal.SIGTERM) if self.die_with_parent else None
         with open(self.log, "ab") as logf:
             self._proc = subprocess.Popen([self.binary, "-c", str(self.conf)], stdout=logf,
                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          start_new_session=True)
+                                          start_new_session=True, preexec_fn=preexec)
         if not _wait_port(self.host, self.port, time.monotonic() + self._start_timeout):
             tail = self.log.read_text(errors="replace").strip().splitlines()[-1:] if self.log.exists() else []
             self.stop(kill=True)

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import msgspec
 
 from tablesense.daemon.bounded import InputTooLarge, read_bounded
-from tablesense.daemon.config_issues import ConfigError, ConfigIssue, IssueCollector
+from tablesense.daemon.config_issues import ConfigError, ConfigIssue, IssueCollector, key_lines
 from tablesense.daemon.netaddr import is_loopback
 from tablesense.daemon.rules.advantage import parse_threshold
 from tablesense.daemon.rules.errors import RulesError
@@ -68,6 +68,8 @@ __all__ = [
     "TlsConfig",
     "UthConfig",
     "WagerConfig",
+    "inspect_config",
+    "inspect_config_file",
     "load_config",
     "parse_config",
     "parse_size",
@@ -398,29 +400,47 @@ def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -
         ConfigError: unreadable file, larger than 1 MiB, not UTF-8 TOML, or any validation error; every
             problem found, each with the file, the line where known and the key (:meth:`ConfigError.lines`).
     """
+    cfg, error, _ = inspect_config_file(path, environ=environ)
+    if error is not None:
+        raise error
+    assert cfg is not None
+    return cfg
+
+
+def inspect_config_file(path: str | Path, *, environ: Mapping[str, str] | None = None
+                        ) -> tuple[TableConfig | None, ConfigError | None, str]:
+    """Check a table config file without raising: ``(config, problems, text)``.
+
+    ``problems`` is ``None`` when the config is usable (then ``config`` is it). Otherwise it is a
+    :class:`ConfigError` holding every problem :func:`inspect_config` finds (plus ``journal.directory``
+    naming an existing non-directory), reported against the file; ``config`` is then what decoded with
+    the bad values set aside (for checks that do not depend on them, e.g. ``check-config``'s file checks),
+    or ``None`` when nothing could be read. ``text`` is the file's text (``""`` when unreadable).
+    """
     p = Path(path)
     try:
         size = p.stat().st_size
         if size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"config is {size} bytes, larger than {MAX_CONFIG_BYTES} (1 MiB)", file=str(p))
+            return None, ConfigError(f"config is {size} bytes, larger than {MAX_CONFIG_BYTES} (1 MiB)",
+                                     file=str(p)), ""
         data = read_bounded(p, MAX_CONFIG_BYTES, f"{p}: config")  # /dev/zero, a FIFO: st_size is 0
     except InputTooLarge as exc:
-        raise ConfigError(str(exc)) from None
+        return None, ConfigError(str(exc)), ""
     except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror or exc}", file=str(p)) from None
+        return None, ConfigError(f"cannot read config: {exc.strerror or exc}", file=str(p)), ""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigError("config is not UTF-8 text", file=str(p)) from None
-    try:
-        cfg = parse_config(text, environ=environ)
+        return None, ConfigError("config is not UTF-8 text", file=str(p)), ""
+    cfg, issues = inspect_config(text, environ=environ)
+    if cfg is not None:
         journal_dir = Path(cfg.journal.directory)
-        if journal_dir.exists() and not journal_dir.is_dir():
-            problem = _err("journal.directory", f"{cfg.journal.directory} exists and is not a directory")
-            raise problem.located(text)
-    except ConfigError as exc:
-        raise exc.with_file(str(p)) from None
-    return cfg
+        if cfg.journal.directory.strip() and journal_dir.exists() and not journal_dir.is_dir():
+            issues += _err("journal.directory",
+                           f"{cfg.journal.directory} exists and is not a directory").located(text).issues
+    if not issues:
+        return cfg, None, text
+    return cfg, ConfigError(issues, file=str(p)), text
 
 
 CREDENTIALS_VARIABLE = "${CREDENTIALS_DIRECTORY}"
@@ -438,26 +458,81 @@ def parse_config(text: str, *, environ: Mapping[str, str] | None = None) -> Tabl
     file checks of ``run`` and ``check-config`` name it.
 
     Raises:
-        ConfigError: every problem found (decoding first; the checks of the values once everything
-            decodes), each naming the key and its line; ``str()`` is one line.
+        ConfigError: every problem :func:`inspect_config` finds, each naming the key and its line;
+            ``str()`` is one line.
+    """
+    cfg, issues = inspect_config(text, environ=environ)
+    if issues:
+        raise ConfigError(issues)
+    assert cfg is not None
+    return cfg
+
+
+def inspect_config(text: str, *, environ: Mapping[str, str] | None = None
+                   ) -> tuple[TableConfig | None, list[ConfigIssue]]:
+    """Check TOML ``text`` as a table config without raising: ``(config, problems)``, every problem
+    located at its line.
+
+    In order: TOML syntax errors (each one; the line at fault is set aside and the rest read on, a broken
+    ``[table]`` header with the keys under it), decoding errors (unknown keys, wrong types, missing keys;
+    each value at fault is set aside), and, once the whole file reads and decodes, the checks of the
+    values (:func:`_validate`). With no problem ``config`` is the table config; otherwise it is what
+    decoded with the bad values set aside (its other values are as written), or ``None`` when nothing
+    did.
     """
     if len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"config is larger than {MAX_CONFIG_BYTES} bytes (1 MiB)")
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError([_toml_issue(str(exc))]) from None
-    except RecursionError:
-        raise ConfigError("invalid TOML: nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer with more digits than Python converts
-        raise ConfigError(f"invalid TOML: {_one_line(str(exc))[:200]}") from None
+        return None, [ConfigIssue(f"config is larger than {MAX_CONFIG_BYTES} bytes (1 MiB)")]
+    raw, issues = _toml_document(text)
+    if raw is None:
+        return None, issues
     _expand_credentials(raw, os.environ if environ is None else environ)
-    try:
-        cfg = _decode(raw)
-        _validate(cfg, raw)
-    except ConfigError as exc:
-        raise exc.located(text) from None
-    return cfg
+    cfg, decoding = _decode(raw)
+    if issues:  # a key whose line was set aside for its syntax error is not missing from the file
+        present = key_lines(text)
+        decoding = [i for i in decoding if not (i.message.startswith("missing key: ") and i.key in present)]
+    issues += decoding
+    if cfg is not None and not issues:
+        try:
+            _validate(cfg, raw)
+        except ConfigError as exc:
+            issues += exc.issues
+    if issues:
+        issues = list(ConfigError(issues).located(text).issues)
+    return cfg, issues
+
+
+_MAX_SYNTAX_ERRORS = 20
+"""At most this many TOML syntax errors are listed from one file (then: "fix these first")."""
+
+
+def _toml_document(text: str) -> tuple[dict[str, Any] | None, list[ConfigIssue]]:
+    """The TOML document in ``text`` with each line that has a syntax error set aside (blanked, so
+    every line keeps its number; a broken table header is set aside with the keys under it, which would
+    otherwise land in the table before), and one issue per syntax error. ``None`` when the document
+    cannot be read at all (an error with no line, or too many)."""
+    lines = text.splitlines(keepends=True)
+    issues: list[ConfigIssue] = []
+    for _ in range(_MAX_SYNTAX_ERRORS):
+        try:
+            return tomllib.loads("".join(lines)), issues
+        except tomllib.TOMLDecodeError as exc:
+            issue = _toml_issue(str(exc))
+        except RecursionError:
+            return None, [*issues, ConfigIssue("invalid TOML: nested too deeply")]
+        except ValueError as exc:  # e.g. an integer with more digits than Python converts
+            return None, [*issues, ConfigIssue(f"invalid TOML: {_one_line(str(exc))[:200]}")]
+        issues.append(issue)
+        at = (issue.line or 0) - 1
+        if not 0 <= at < len(lines) or not lines[at].strip():
+            return None, issues  # nothing left to set aside: the rest cannot be read
+        end = at + 1
+        if lines[at].lstrip().startswith("["):
+            while end < len(lines) and not lines[end].lstrip().startswith("["):
+                end += 1
+        for n in range(at, end):
+            lines[n] = "\n" if lines[n].endswith("\n") else ""
+    issues.append(ConfigIssue(f"invalid TOML: more than {_MAX_SYNTAX_ERRORS} syntax errors; fix these first"))
+    return None, issues
 
 
 _TOML_AT = re.compile(r"^(?P<what>.*?) \(at line (?P<line>\d+), column (?P<col>\d+)\)$")
@@ -489,13 +564,14 @@ _MAX_ISSUES = 100
 """At most this many problems are collected from one file."""
 
 
-def _decode(raw: dict[str, Any]) -> TableConfig:
+def _decode(raw: dict[str, Any]) -> tuple[TableConfig | None, list[ConfigIssue]]:
     """Decode the raw TOML document, collecting every decoding problem: after each one the offending
     value is set aside (a key removed, a whole ``[spots]``/``[wagers]``/``[devices]`` entry removed, a
     missing required key given an empty stand-in) and decoding is tried again.
 
-    Raises:
-        ConfigError: every problem (nothing is checked further while any value does not decode).
+    Returns the config and no problem; or every problem and the config decoded with the bad values set
+    aside (``None`` when setting them aside did not make it decode). Nothing is checked further while
+    any value does not decode.
     """
     work = copy.deepcopy(raw)
     issues: list[ConfigIssue] = []
@@ -509,16 +585,14 @@ def _decode(raw: dict[str, Any]) -> TableConfig:
             issues.append(ConfigIssue("config: nested too deeply"))
             break
         else:
-            if issues:
-                break
-            return cfg
+            return cfg, issues
         if key in seen:
             break
         seen.add(key)
         issues.append(ConfigIssue(message, key=key))
         if not _set_aside(work, key, missing=message.startswith("missing key: ")):
             break
-    raise ConfigError(issues)
+    return None, issues
 
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")

@@ -126,13 +126,14 @@ class SimTable:
     ``on_card(seq, t)``: called after each card frame is written (``t``: ``loop.time()``), for latency.
     ``links``: role (``shoe``, ``pads``) -> pty symlink path, instead of ``directory/<role>`` (used by
     ``tablesense simulate table``, which puts the devices where the table config's urls point).
+    ``heartbeat``: seconds of quiet after which each device sends a heartbeat frame (``None``: none).
     """
 
     def __init__(self, config: TableConfig, directory: str | Path, *, seed: int = 1,
                  cards: Iterable[Card | str] | None = None, pace: float = 0.0,
                  ack_timeout: float | None = 30.0, cut_card_at: int | None = None, on_card: Any = None,
                  links: Mapping[str, str | Path] | None = None, on_wait: Any = None,
-                 betting: float = 0.0) -> None:
+                 betting: float = 0.0, heartbeat: float | None = 2.0) -> None:
         self.config = config
         self.betting = betting
         self.directory = Path(directory)
@@ -152,8 +153,8 @@ class SimTable:
         self.shoe_exposure = PtyExposure(paths["shoe"].name, paths["shoe"].parent)
         self.pads_exposure = PtyExposure(paths["pads"].name, paths["pads"].parent)
         self._link_dirs = {p.parent for p in paths.values()}
-        self.shoe_runner = SimulatorRunner(self.shoe, self.shoe_exposure, [], pace=0, heartbeat=2.0)
-        self.pads_runner = SimulatorRunner(self.pads, self.pads_exposure, [], pace=0, heartbeat=2.0)
+        self.shoe_runner = SimulatorRunner(self.shoe, self.shoe_exposure, [], pace=0, heartbeat=heartbeat)
+        self.pads_runner = SimulatorRunner(self.pads, self.pads_exposure, [], pace=0, heartbeat=heartbeat)
         self.rounds: list[DealtRound] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._shoe_started = False

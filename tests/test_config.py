@@ -161,8 +161,8 @@ def test_check_config_refuses_what_run_refuses(capsys: pytest.CaptureFixture[str
     cfg.write_text(BASE + f'[mqtt]\nhost = "127.0.0.1"\ncredentials_file = "{creds}"\n')
     assert main(["check-config", str(cfg)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("tablesense: credentials file ") and "accessible by other users" in err
-    assert err.count("\n") == 1
+    assert err.startswith(f"tablesense: {cfg}:16: mqtt.credentials_file: credentials file ")
+    assert "accessible by other users" in err and err.count("\n") == 1
     creds.chmod(0o600)
     assert main(["check-config", str(cfg)]) == 0
     assert capsys.readouterr().out.startswith("ok: t9 ")
@@ -170,7 +170,8 @@ def test_check_config_refuses_what_run_refuses(capsys: pytest.CaptureFixture[str
                    f'[mqtt.tls]\nca_file = "{tmp_path / "no-ca.pem"}"\n')
     assert main(["check-config", str(cfg)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"tablesense: TLS CA file {tmp_path / 'no-ca.pem'}") and err.count("\n") == 1
+    assert err.startswith(f"tablesense: {cfg}:18: mqtt.tls.ca_file: TLS CA file {tmp_path / 'no-ca.pem'}")
+    assert err.count("\n") == 1
     assert main(["check-config", "--template", str(cfg)]) == 0
 
 

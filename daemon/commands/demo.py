@@ -17,6 +17,12 @@ terminal closed) all end it the same way, with exit status 128 + the signal numb
 
 The daemon runs in-process with the same code as ``tablesense run``; its JSON log goes to ``daemon.log``
 in the temporary directory (kept with ``--keep``).
+
+Killed with SIGKILL, the demo can clean nothing up itself. Its private Mosquitto is started with the
+parent-death signal (:class:`daemon.broker.MosquittoBroker` ``die_with_parent``), so the kernel stops it
+with the demo; and its temporary directory holds a marker, ``demo.pid`` (the demo's process id and start
+time), so the next demo removes the directories of demos that are no longer running
+(:func:`sweep_stale_dirs`; a ``--keep`` directory loses its marker and is kept).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import shutil
 import signal
@@ -39,7 +46,15 @@ import structlog
 from tablesense.daemon.cli import UsageError
 from tablesense.daemon.commands.monitor import parse_broker
 
-__all__ = ["GAMES", "STOP_SIGNALS", "DemoStopped", "register", "run", "run_demo"]
+__all__ = ["DIR_PREFIX", "GAMES", "MARKER", "STOP_SIGNALS", "DemoStopped", "register", "run", "run_demo",
+           "sweep_stale_dirs"]
+
+MARKER = "demo.pid"
+"""The file in a running demo's temporary directory naming the demo: ``"PID STARTTIME\n"`` (STARTTIME:
+field 22 of ``/proc/PID/stat``, so a reused process id is not mistaken for the demo)."""
+
+DIR_PREFIX = "tablesense-demo-"
+"""The demo's temporary directories are ``$TMPDIR/tablesense-demo-*``."""
 
 GAMES = ("baccarat", "ez-baccarat", "blackjack", "uth")
 
@@ -81,6 +96,66 @@ def register(subparsers: Any) -> None:
     p.add_argument("--floor", action="store_true",
                    help="also run the floor service on an SQLite file and its floor page (tablesense floor)")
     p.set_defaults(func=run)
+
+
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (field 22 of ``/proc/PID/stat``), ``None`` when there is no such
+    process (or no /proc)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+        fields = text[text.rindex(")") + 2:].split()
+        return fields[19] if fields[0] != "Z" else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _write_marker(directory: Path) -> None:
+    """Mark ``directory`` as the temporary directory of this running demo (:data:`MARKER`)."""
+    pid = os.getpid()
+    (directory / MARKER).write_text(f"{pid} {_start_time(pid) or '?'}\n", encoding="ascii")
+
+
+def sweep_stale_dirs(tmp_root: str | Path | None = None) -> list[Path]:
+    """Remove the temporary directories that demos killed before their clean-up (SIGKILL, a power cut)
+    left in ``tmp_root`` (default: :func:`tempfile.gettempdir`): ``tablesense-demo-*`` directories owned
+    by this user whose :data:`MARKER` names a process that is no longer running (or a reused process id:
+    another start time). A directory without a marker (kept with ``--keep``, or a demo that is just
+    starting) or with a marker naming a live demo is left alone; a broker such a demo left running
+    (started before brokers died with their demo) is stopped first, when its command line names that
+    directory's config. Returns the directories removed; errors are skipped (never raised)."""
+    root = Path(tmp_root) if tmp_root is not None else Path(tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        candidates = sorted(root.glob(f"{DIR_PREFIX}*"))
+    except OSError:
+        return removed
+    for directory in candidates:
+        try:
+            if directory.is_symlink() or not directory.is_dir() or directory.stat().st_uid != os.geteuid():
+                continue
+            marker = (directory / MARKER).read_text(encoding="ascii", errors="replace").split()
+        except OSError:
+            continue
+        if len(marker) != 2 or not marker[0].isdecimal():
+            continue
+        pid, started = int(marker[0]), marker[1]
+        if _start_time(pid) == started or (started == "?" and _start_time(pid) is not None):
+            continue  # that demo is running
+        _stop_orphan_broker(directory)
+        shutil.rmtree(directory, ignore_errors=True)
+        if not directory.exists():
+            removed.append(directory)
+    return removed
+
+
+def _stop_orphan_broker(directory: Path) -> None:
+    """SIGKILL a mosquitto still running with ``directory``'s broker config (its command line says so)."""
+    conf = str(directory / "broker" / "mosquitto.conf").encode()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError, ValueError):
+            args = cmdline.read_bytes().split(b"\0")
+            if conf in args and any(a.endswith(b"mosquitto") for a in args[:1]):
+                os.kill(int(cmdline.parent.name), signal.SIGKILL)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,7 +230,9 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
 
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, on_signal, sig)
-    tmp = Path(tempfile.mkdtemp(prefix="tablesense-demo-"))
+    sweep_stale_dirs()
+    tmp = Path(tempfile.mkdtemp(prefix=DIR_PREFIX))
+    _write_marker(tmp)
     log = open(tmp / "daemon.log", "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
     root = logging.getLogger()
     saved_logging = (root.handlers[:], root.level)
@@ -176,7 +253,7 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         if broker is not None:
             host, port = broker
         elif mosquitto_binary() is not None:
-            mosq = MosquittoBroker(tmp / "broker", persistence=False)
+            mosq = MosquittoBroker(tmp / "broker", persistence=False, die_with_parent=True)
             try:
                 mosq.start()
             except BrokerError as exc:
@@ -279,6 +356,8 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         root.handlers[:], root.level = saved_logging
         log.close()
         if keep:
+            with contextlib.suppress(OSError):
+                (tmp / MARKER).unlink()  # kept: never swept by a later demo
             print(f"demo files kept in {tmp}", file=sys.stderr)
         else:
             with contextlib.suppress(OSError):

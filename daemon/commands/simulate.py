@@ -18,14 +18,22 @@ once (e.g. for ``tablesense capture``, which only listens). ``--fault`` names ar
 ``--help`` (:data:`simulators.runner.FAULTS`). USB exposure needs the simulator in the daemon's own
 process (a pyusb backend in Python), so it is available to tests, not here.
 
-    tablesense simulate table --config FILE [--rounds N] [--seed S] [--pace SECONDS] [--verbose]
+    tablesense simulate table --config FILE [--rounds N] [--seed S] [--pace SECONDS] [--cards FILE|LIST]
+                              [--heartbeat S] [--verbose]
 
 A shoe and bet pads dealt in step, as ``tablesense demo`` deals them (:class:`simulators.dealer.SimTable`):
 ptys at the config's ``[devices.*] url`` paths (first stdout line ``shoe PATH pads PATH``), then, once
 ``tablesense run --config FILE`` has opened both, rounds of the config's game with random wagers within
 its limits, each step waiting for the daemon's acknowledgement, so bets are locked before the first card
 and the last card is in before round end (no ``PAST_POSTING`` or ``UNEXPECTED_BUTTON`` from two
-unsynchronised simulators). ``--pace`` is seconds per card. Exit 0 after ``--rounds`` or Ctrl-C/SIGTERM.
+unsynchronised simulators). ``--pace`` is seconds per card. ``--cards`` deals that exact sequence (no
+burn, no cut card; a baccarat sequence must be whole coups) and stops once it is dealt (UTH: a fresh deck
+every round, so the cards are each round's deck order). Exit 0 after ``--rounds``, the ``--cards``, or
+Ctrl-C/SIGTERM. The table's devices are ptys at the config's paths in the config's deck count, so
+``--fault``, ``--via tcp``, ``--port``, ``--link``, ``--spots``, ``--presence-only``, ``--start-now`` and a
+``--decks`` other than the config's are refused in one line naming the option, never ignored; so are
+options that do not apply to ``simulate shoe`` or ``pads`` (``--spots`` for the shoe, ``--decks`` for the
+pads, ``--port`` with a pty, ``--link`` with TCP).
 
 Every simulated device behaves as docs/protocol.md §3 asks of a real one: it keeps the frames no
 acknowledgement covers and resends them when none came for a second, and before answering a status
@@ -50,13 +58,17 @@ from typing import TYPE_CHECKING
 
 from tablesense.daemon.bounded import InputTooLarge, read_bounded
 from tablesense.daemon.cli import UsageError
+from tablesense.daemon.rules.cards import Card
 from tablesense.daemon.topics import TABLE_ID
 
 if TYPE_CHECKING:
     from tablesense.simulators.dealer import SimTable
     from tablesense.simulators.runner import SimulatorRunner, Step
 
-__all__ = ["build_runner", "build_table", "register", "run"]
+__all__ = ["DEFAULT_SPOTS", "build_runner", "build_table", "register", "run"]
+
+DEFAULT_SPOTS = "P1,P2,P3,P4,P5,P6,P7"
+"""The betting spots of ``simulate pads`` without ``--spots``."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,21 +85,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="which device to simulate; table: shoe and pads dealt in step with the daemon")
     p.add_argument("--config", metavar="FILE",
                    help="table: the table config the daemon runs with (devices.*.url say where the ptys go)")
-    p.add_argument("--decks", default="8", metavar="N", help="decks in the shoe, 1 to 8 (default 8)")
+    p.add_argument("--decks", metavar="N",
+                   help="decks in the shoe, 1 to 8 (default 8; table: the config's, which it must match)")
     p.add_argument("--seed", default=None, metavar="S", help="shuffle and fault seed (integer)")
     p.add_argument("--cards", metavar="FILE|LIST",
-                   help="exact card sequence instead of a shuffle: a file or a list like 'QH,9D,AS'")
+                   help="exact card sequence instead of a shuffle: a file or a list like 'QH,9D,AS' "
+                        "(table: dealt in order, then it stops; uth: every round's deck, from the top)")
     p.add_argument("--pace", default="0.5", metavar="SECONDS", help="seconds between cards (default 0.5)")
-    p.add_argument("--via", default="pty", metavar="pty|tcp", help="exposure: pty (default) or tcp")
-    p.add_argument("--port", default="0", metavar="P", help="TCP port for --via tcp (default: a free one)")
+    p.add_argument("--via", metavar="pty|tcp", help="exposure: pty (default) or tcp (table: pty only)")
+    p.add_argument("--port", metavar="P", help="TCP port for --via tcp (default: a free one)")
     p.add_argument("--link", metavar="PATH", help="pty symlink path (default: a fresh temp dir)/<device>")
-    p.add_argument("--fault", action="append", default=[], metavar="NAME", help="inject a fault (repeatable)")
+    p.add_argument("--fault", action="append", default=[], metavar="NAME",
+                   help="inject a fault (repeatable; shoe and pads only)")
     p.add_argument("--rounds", metavar="N", help="stop dealing after N rounds (default: shoe after shoe)")
-    p.add_argument("--spots", default="P1,P2,P3,P4,P5,P6,P7", metavar="A,B,...",
-                   help="betting spots of the pads (default P1..P7)")
-    p.add_argument("--presence-only", action="store_true", help="pads that cannot read chip values")
-    p.add_argument("--heartbeat", default="1.0", metavar="S", help="heartbeat after S quiet seconds (0: off)")
-    p.add_argument("--start-now", action="store_true", help="deal at once instead of waiting for a host")
+    p.add_argument("--spots", metavar="A,B,...",
+                   help="betting spots of the pads (default P1..P7; table: the config's [spots])")
+    p.add_argument("--presence-only", action="store_true",
+                   help="pads that cannot read chip values (pads only)")
+    p.add_argument("--heartbeat", metavar="S",
+                   help="heartbeat after S quiet seconds (0: off; default 1, table: 2)")
+    p.add_argument("--start-now", action="store_true",
+                   help="deal at once instead of waiting for a host (shoe and pads only)")
     p.add_argument("--verbose", action="store_true", help="log simulator events (stderr)")
     p.set_defaults(func=run)
 
@@ -141,19 +159,30 @@ def build_runner(args: argparse.Namespace) -> SimulatorRunner:
 
     if args.device not in ("shoe", "pads"):
         raise UsageError(f"simulate: unknown device {args.device!r}; choose shoe, pads or table")
-    decks = int(_number(args.decks, "--decks", int, 1, 8))
+    decks = int(_number("8" if args.decks is None else args.decks, "--decks", int, 1, 8))
     seed = None if args.seed is None else int(_number(args.seed, "--seed", int, 0))
     pace = _number(args.pace, "--pace", float, 0)
-    heartbeat = _number(args.heartbeat, "--heartbeat", float, 0)
+    heartbeat = _number("1.0" if args.heartbeat is None else args.heartbeat, "--heartbeat", float, 0)
     rounds = None if args.rounds is None else int(_number(args.rounds, "--rounds", int, 1))
-    port = int(_number(args.port, "--port", int, 0, 65535))
+    port = int(_number("0" if args.port is None else args.port, "--port", int, 0, 65535))
     unknown = [f for f in args.fault if f not in FAULTS]
     if unknown:
         raise UsageError(f"simulate: unknown fault {unknown[0]!r}; known: {', '.join(FAULTS)}")
-    if args.via not in ("pty", "tcp"):
-        raise UsageError(f"simulate: --via {args.via!r}: choose pty or tcp (usb only works in-process)")
+    via = "pty" if args.via is None else args.via
+    if via not in ("pty", "tcp"):
+        raise UsageError(f"simulate: --via {via!r}: choose pty or tcp (usb only works in-process)")
     if args.device == "pads" and args.cards is not None:
         raise UsageError("simulate: --cards is for the shoe, not the pads")
+    if args.device == "pads" and args.decks is not None:
+        raise UsageError("simulate: --decks is for the shoe, not the pads")
+    if args.device == "shoe" and args.spots is not None:
+        raise UsageError("simulate: --spots is for the pads, not the shoe")
+    if args.device == "shoe" and args.presence_only:
+        raise UsageError("simulate: --presence-only is for the pads, not the shoe")
+    if via == "pty" and args.port is not None:
+        raise UsageError("simulate: --port is for --via tcp (a pty has no port)")
+    if via == "tcp" and args.link is not None:
+        raise UsageError("simulate: --link is for --via pty (the pty's symlink path)")
 
     program: Iterator[Step]
     device: VirtualShoe | VirtualPads
@@ -166,7 +195,7 @@ def build_runner(args: argparse.Namespace) -> SimulatorRunner:
         device = shoe
         program = shoe_program(shoe, rounds=rounds, loop_shoes=args.cards is None)
     else:
-        spots = [s.strip() for s in args.spots.split(",")]
+        spots = [s.strip() for s in (args.spots if args.spots is not None else DEFAULT_SPOTS).split(",")]
         for spot in spots:
             if not TABLE_ID.fullmatch(spot):
                 raise UsageError(f"simulate: --spots: spot id {spot[:40]!r} must be 1-64 letters, digits, "
@@ -178,7 +207,7 @@ def build_runner(args: argparse.Namespace) -> SimulatorRunner:
         device = pads
         program = pads_program(pads, random.Random(seed), rounds=rounds)
     exposure: Exposure
-    if args.via == "pty":
+    if via == "pty":
         if args.link:
             link = Path(args.link)
             try:
@@ -229,17 +258,27 @@ async def _serve(runner: SimulatorRunner) -> None:
 def build_table(args: argparse.Namespace) -> tuple[SimTable, int | None]:
     """Validate ``simulate table`` arguments: the :class:`simulators.dealer.SimTable` for the table
     config's game, with its ptys at the config's ``[devices.*] url`` paths, and the rounds to deal
-    (``None``: until stopped).
+    (``None``: until stopped, or until the ``--cards`` are dealt).
+
+    ``--cards`` deals that exact sequence (no burn, no cut card) and stops when it is dealt; a baccarat
+    sequence must be whole coups by the drawing rules; UTH deals a fresh deck every round, so the cards
+    are every round's deck order. ``--heartbeat`` sets both devices' heartbeat. ``--decks`` and ``--via``
+    are taken when they agree with what the table is (the config's decks; ptys).
 
     Raises:
         UsageError: no or a bad ``--config``, a device url that is not a path, no shoe or no pads, a
-            ``[burn] mode`` other than ``shoe`` (the simulated shoe reports its burn), a bad option.
+            ``[burn] mode`` other than ``shoe`` (the simulated shoe reports its burn), a bad option, or
+            an option ``simulate table`` cannot honour (``--fault``, ``--via tcp``, ``--port``,
+            ``--link``, ``--spots``, ``--presence-only``, ``--start-now``, ``--decks`` other than the
+            config's): one line naming it.
     """
     from tablesense.daemon.config import ConfigError, load_config
-    from tablesense.simulators.dealer import SimTable
+    from tablesense.daemon.rules.cards import CardNotInShoe, InvalidCard
+    from tablesense.simulators.dealer import SimTable, baccarat_rounds_of
 
     if not args.config:
         raise UsageError("simulate table: --config FILE is required (the table config the daemon runs with)")
+    _refuse_table_options(args)
     try:
         cfg = load_config(args.config)
     except ConfigError as exc:
@@ -258,12 +297,61 @@ def build_table(args: argparse.Namespace) -> tuple[SimTable, int | None]:
     if cfg.burn.mode != "shoe":
         raise UsageError(f"simulate table: [burn] mode is {cfg.burn.mode!r}; the simulated shoe reports its "
                          "own burn: set mode = \"shoe\" in the config the daemon runs with")
+    if args.decks is not None:
+        decks = int(_number(args.decks, "--decks", int, 1, 8))
+        if decks != cfg.shoe_decks:
+            raise UsageError(f"simulate table: --decks {decks}: the table config deals from "
+                             f"{cfg.shoe_decks} deck(s) ({args.config}); the simulated shoe holds what the "
+                             "daemon expects (leave --decks out, or change decks in the config)")
     seed = 1 if args.seed is None else int(_number(args.seed, "--seed", int, 0))
     pace = _number(args.pace, "--pace", float, 0)
     rounds = None if args.rounds is None else int(_number(args.rounds, "--rounds", int, 1))
-    sim = SimTable(cfg, Path(links["shoe"]).parent, seed=seed, pace=pace, links=links, ack_timeout=None,
-                   on_wait=_waiting)
+    heartbeat = 2.0 if args.heartbeat is None else _number(args.heartbeat, "--heartbeat", float, 0)
+    cards: list[str] | None = None
+    if args.cards is not None:
+        cards = _cards(args.cards)
+        try:
+            parsed = [Card.parse(c) for c in cards]
+        except InvalidCard as exc:
+            raise UsageError(f"simulate table: --cards: {exc}") from None
+        if cfg.game in ("baccarat", "ez-baccarat"):
+            coups = baccarat_rounds_of(parsed)
+            left = len(parsed) - sum(len(c) for c in coups)
+            if left:
+                raise UsageError(f"simulate table: --cards: the last {left} card(s) do not complete a coup "
+                                 f"(after {len(coups)} complete coup(s) by the drawing rules)")
+    try:
+        sim = SimTable(cfg, Path(links["shoe"]).parent, seed=seed, pace=pace, links=links, ack_timeout=None,
+                       on_wait=_waiting, cards=cards, heartbeat=heartbeat or None)
+    except (InvalidCard, CardNotInShoe) as exc:
+        raise UsageError(f"simulate table: --cards: {exc} ({cfg.shoe_decks} deck(s) in the config)") from None
     return sim, rounds
+
+
+_TABLE_REFUSED = {
+    "fault": "--fault is for simulate shoe|pads: the table deals in step with the daemon (inject faults "
+             "with simulate shoe or pads)",
+    "port": "--port is for --via tcp of simulate shoe|pads: the table's devices are ptys at the config's "
+            "[devices.*] url paths",
+    "link": "--link is for simulate shoe|pads: the table's ptys go where the config's [devices.*] url "
+            "paths say",
+    "spots": "--spots is for simulate pads: the table bets on the config's [spots]",
+    "presence_only": "--presence-only is for simulate pads: the table's pads read chip values (a spot's "
+                     "nominal_stake in the config stands for a presence-only one)",
+    "start_now": "--start-now is for simulate shoe|pads: the table waits until the daemon has opened "
+                 "both devices",
+}
+
+
+def _refuse_table_options(args: argparse.Namespace) -> None:
+    """One line naming the first option given that ``simulate table`` cannot honour."""
+    for name, why in _TABLE_REFUSED.items():
+        value = getattr(args, name, None)
+        if value:  # None, False or [] when not given
+            raise UsageError(f"simulate table: {why}")
+    if args.via is not None and args.via != "pty":
+        raise UsageError(f"simulate table: --via {args.via[:20]}: the table's devices are ptys at the "
+                         "config's [devices.*] url paths (--via tcp is for simulate shoe|pads)")
 
 
 def _waiting(device: str, seq: int, seconds: float) -> None:
@@ -283,12 +371,17 @@ async def _deal_table(sim: SimTable, rounds: int | None) -> None:
         await sim.wait_host(timeout=365 * 86400.0)  # until the daemon opens both devices
         n = 0
         while rounds is None or n < rounds:
+            if sim.script_mode and n and sim.shoe.remaining == 0 and sim.config.game != "uth":
+                break  # the --cards are dealt
             try:
                 await sim.play_round()
             except TimeoutError:
                 raise UsageError(f"simulate table: the daemon did not acknowledge a frame within "
                                  f"{sim.ack_timeout:g} s (is `tablesense run` running with this config?)"
                                  ) from None
+            except EOFError:
+                raise UsageError(f"simulate table: --cards: the cards ran out in round {n + 1} (after {n} "
+                                 "complete round(s)); give enough cards for the seats bet") from None
             n += 1
 
     task = asyncio.create_task(deal())

@@ -13,13 +13,17 @@ shows a forged row as genuine (a row that fails its seal makes :class:`JournalDa
 * the round still open: the public cards of its latest ``RoundState``, the settlements and alarms
   published so far, the spot changes and operator commands journaled so far, and a count of the cards
   drawn that are not public yet. Face-down cards of an open round are never shown (the information
-  barrier): they appear in recall once the round is complete.
+  barrier): they appear in recall once the round is complete. One rule decides what of an open round is
+  shown (:func:`_public_inputs`): a card is shown only when the machine's own published round state
+  (built by :func:`daemon.table.barrier.public_cards`) shows it -- also a card a supervisor entered with
+  ``enter_card``, whose argument is left out (``withheld``) while that card is face down.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +53,9 @@ from tablesense.daemon.messages import (
     WagerRecord,
     decode_message,
 )
-from tablesense.drivers.events import CardDrawn, CardUnreadable
+from tablesense.daemon.rules.cards import Card, InvalidCard
+from tablesense.daemon.table.inputs import Command
+from tablesense.drivers.events import CardDrawn, CardUnreadable, ShoeStatus
 
 __all__ = ["InputRef", "JournalMissing", "MessageRef", "RecallReader", "RoundRecord", "open_for_recall",
            "round_id"]
@@ -80,7 +86,9 @@ class MessageRef(msgspec.Struct, kw_only=True, frozen=True):
 class InputRef(msgspec.Struct, kw_only=True, frozen=True):
     """A journaled input of a round still open (cards excluded: they are counted, not shown, until the
     round is complete): its arrival time, kind (``SpotChanged``, ``DealerButton``, ``Command``...),
-    device and device seq, and its fields."""
+    device and device seq, and its fields. A field that could name a face-down card (the ``card`` of an
+    ``enter_card`` whose card is not public, a burned card, a rejected input) is left out and the key
+    ``withheld`` says what was left out."""
 
     ts: str
     kind: str
@@ -180,7 +188,8 @@ class _Round:
     key: tuple[Any, Any]
     started_ts: str
     messages: list[tuple[MessageRow, str, Any]] = field(default_factory=list)
-    inputs: list[tuple[str, str, Any]] = field(default_factory=list)
+    inputs: list[tuple[str, str, Any, list[Any]]] = field(default_factory=list)
+    """``(ts, kind, input, the messages that input caused)`` in journal order."""
     complete: bool = False
     ended_ts: str | None = None
 
@@ -327,7 +336,8 @@ class RecallReader:
         rounds: dict[tuple[Any, Any], _Round] = {}
         self._marks = {}
         current: _Round | None = None
-        held: tuple[str, str, Any] | None = None
+        held: tuple[str, str, Any, list[Any]] | None = None
+        caused: list[Any] | None = None  # the messages of the latest input, in order
         extra = 0
         first = bk.block_of_entry(conn, state, start) or bk.open_block(state)
         for block in bk.blocks_after(conn, state, first.id):
@@ -343,6 +353,8 @@ class RecallReader:
                         decoded: Any = decode_message(row.payload)
                     except (msgspec.DecodeError, msgspec.ValidationError):
                         decoded = None  # a schema this build does not know: listed, not interpreted
+                    if caused is not None:
+                        caused.append(decoded)
                     rnd = getattr(decoded, "round", None)
                     if rnd is None:
                         continue
@@ -367,8 +379,10 @@ class RecallReader:
                             self._marks.setdefault(seq, row.ts)
                 elif isinstance(row, InputRow):
                     ts = row.ts
+                    caused = None
                     if collecting:
-                        held = (row.ts, row.kind, decode_event(row.kind, row.payload))
+                        caused = []
+                        held = (row.ts, row.kind, decode_event(row.kind, row.payload), caused)
             if held is not None and current is not None:
                 current.inputs.append(held)
             held = None
@@ -392,29 +406,29 @@ class RecallReader:
                 burns=floor.burns, wagers=floor.wagers, settlements=floor.settlements, alarms=floor.alarms,
                 spot_changes=floor.spot_changes, commands=floor.commands, baccarat=floor.baccarat,
                 boxes=floor.boxes, dealer=floor.dealer, board=floor.board, messages=refs)
-        inputs = [(ts, event) for ts, _, event in rec.inputs]
-        events: list[InputRef] = []
-        for ts, kind, event in rec.inputs:
-            if isinstance(event, CardDrawn | CardUnreadable):
-                continue
-            device, device_seq = event_device(event)
-            detail = msgspec.to_builtins(event)
-            if isinstance(detail, dict) and kind == "RejectedInput":  # may hold a face-down card
-                detail.pop("payload", None)
-            events.append(InputRef(ts=ts, kind=kind, device=device, device_seq=device_seq,
-                                   detail=detail if isinstance(detail, dict) else {"value": detail}))
+        shown = _public_inputs(rec.key, rec.inputs)
+        events = tuple(InputRef(ts=ts, kind=kind, device=event_device(event)[0],
+                                device_seq=event_device(event)[1], detail=detail)
+                       for ts, kind, event, detail in shown.events)
+        inputs = [(ts, event) for ts, _, event, _ in rec.inputs]
         return self._open_record(shoe, rnd, rec.started_ts, rec.ended_ts, [m for _, _, m in rec.messages],
-                                 inputs, refs, tuple(events), "open" if latest else "incomplete")
+                                 inputs, refs, events, "open" if latest else "incomplete", shown.entered)
 
     def _open_record(self, shoe: Any, rnd: Any, started: str, ended: str | None, decoded: list[Any],
                      inputs: list[tuple[str, Any]], refs: tuple[MessageRef, ...],
-                     events: tuple[InputRef, ...], status: str) -> RoundRecord:
+                     events: tuple[InputRef, ...], status: str,
+                     entered: dict[int, str] | None = None) -> RoundRecord:
         state = _last(m for m in decoded if isinstance(m, RoundState))
         results = _last(m for m in decoded if isinstance(m, RoundResults))
         drawn = [(ts, ev) for ts, ev in inputs if isinstance(ev, CardDrawn | CardUnreadable)]
         cards: list[CardRecord] = []
         pub_ts = state.ts if state is not None else started
+        entered = entered or {}
         for pub in state.cards if state is not None else ():
+            if pub.index in entered:  # entered by a supervisor (enter_card): the command's time, no device
+                cards.append(CardRecord(index=pub.index, card=pub.card, position=pub.position, face_up=True,
+                                        status="entered", ts=entered[pub.index]))
+                continue
             ts, ev = drawn[pub.index - 1] if 0 < pub.index <= len(drawn) else (pub_ts, None)
             cards.append(CardRecord(index=pub.index, card=pub.card, position=pub.position, face_up=True,
                                     status="dealt", ts=ts, device=getattr(ev, "device", None),
@@ -433,6 +447,88 @@ class RecallReader:
             boxes=results.boxes if results is not None else (),
             dealer=results.dealer if results is not None else (),
             board=results.board if results is not None else (), messages=refs)
+
+
+WITHHELD = "withheld"
+"""The key an open round's input detail gets when recall leaves a field out: names what was left out."""
+
+
+@dataclass
+class _PublicInputs:
+    """What of an open round's inputs recall may show (:func:`_public_inputs`)."""
+
+    events: list[tuple[str, str, Any, dict[str, Any]]] = field(default_factory=list)
+    """``(ts, kind, input, detail)`` of every input other than a device card, face-down cards left out."""
+    entered: dict[int, str] = field(default_factory=dict)
+    """Draw index -> time of each public card a supervisor entered (``enter_card``)."""
+
+
+def _public_inputs(key: tuple[Any, Any], inputs: list[tuple[str, str, Any, list[Any]]]) -> _PublicInputs:
+    """The information barrier for recall of a round that is not complete: the inputs journaled so far,
+    showing only the cards the game's rules had made public.
+
+    What is public is what the machine published: the ``cards`` of the round's :class:`RoundState`
+    messages, which the machine builds only with its barrier rule
+    (:func:`daemon.table.barrier.public_cards`: face up, or face down after a reveal that has happened;
+    never a burn card). So a card named in an input is shown only when the machine's public state proves
+    it public:
+
+    * device cards (``CardDrawn``, ``CardUnreadable``) are never listed here (the public ones are in the
+      card list, the others counted);
+    * ``enter_card``: its ``card`` argument is shown when the round state published in answer to that
+      command newly shows that card (a face-up slot) more often than device cards read earlier and not
+      yet public could account for (the command may release a hold and place them too); else (the
+      blackjack hole card, a UTH hand before the reveal, a refused command, text that is not a card) it
+      is left out and ``withheld`` says so;
+    * a burn reported by the shoe (``ShoeStatus`` with a card): the card is left out (burns are never
+      public);
+    * ``RejectedInput``: the original input and the error text (either may name a face-down card) are
+      left out; the journal keeps them in full and the floor record shows them once the round is complete.
+    """
+    out = _PublicInputs()
+    public: dict[int, str] = {}
+    drawn: Counter[str] = Counter()  # device cards read so far (public or not)
+    for ts, kind, event, caused in inputs:
+        states = [m for m in caused if isinstance(m, RoundState) and (m.shoe, m.round) == key]
+        after = {c.index: c.card for c in states[-1].cards} if states else public
+        if isinstance(event, CardDrawn):
+            drawn[str(event.card)] += 1
+        if not isinstance(event, CardDrawn | CardUnreadable):
+            detail = msgspec.to_builtins(event)
+            if not isinstance(detail, dict):
+                detail = {"value": detail}
+            if kind == "RejectedInput":
+                detail.pop("payload", None)
+                detail.pop("error", None)
+                detail[WITHHELD] = "the rejected input and its error (shown once the round is complete)"
+            elif isinstance(event, ShoeStatus) and event.card is not None:
+                detail.pop("card", None)
+                detail[WITHHELD] = "the burned card (burns are never public)"
+            elif isinstance(event, Command) and event.name == "enter_card" and "card" in event.args:
+                card = _card_text(event.args["card"])
+                new = [i for i, c in after.items() if i not in public and c == card]
+                # device cards read earlier and not public yet may be placed by the same command (the
+                # hold released): the entered card is public only if more such cards became public
+                entered_public = Counter(public[i] for i in public if i in out.entered)
+                unpublished = drawn - (Counter(public.values()) - entered_public)
+                if card is not None and len(new) > unpublished[card]:
+                    out.entered[new[0]] = ts  # an unreadable slot: drawn before what waited
+                else:
+                    args = detail.get("args")
+                    if isinstance(args, dict):
+                        args.pop("card", None)
+                    detail[WITHHELD] = "the entered card: not public (face down until the round is complete)"
+            out.events.append((ts, kind, event, detail))
+        public = after
+    return out
+
+
+def _card_text(text: object) -> str | None:
+    """The card ``text`` names, in the form round states use (``"QH"``), else ``None``."""
+    try:
+        return str(Card.parse(str(text)))
+    except InvalidCard:
+        return None
 
 
 def _as(record: type[_R], message: Any) -> _R:

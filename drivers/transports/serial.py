@@ -12,6 +12,13 @@ How an unplug shows up: pyserial raises ``SerialException`` ("device reports
 readiness to read but returned no data" or "read failed: [Errno 5]"); pyserial-asyncio-fast closes the
 port and calls ``connection_lost(exc)``; a TCP peer closing gives ``connection_lost(None)``. Both become
 :class:`~drivers.transports.base.LinkLost` on the next :meth:`SerialLink.read`.
+
+An unplug found by a *write* (the host acknowledges a frame just as the device goes: ``write failed:
+[Errno 5]``) is the same loss: pyserial-asyncio-fast would report it to the event loop's exception
+handler (asyncio logs "Fatal write error on serial transport" with a traceback) before aborting. The
+transport's fatal-error report is replaced (:func:`_quiet_fatal_errors`) so the failure only aborts the
+port: :meth:`SerialLink.write` raises :class:`LinkLost` at once, the pending read gets it too, and the
+device link logs the loss once (``link.lost``) and reconnects.
 """
 
 from __future__ import annotations
@@ -32,11 +39,13 @@ _CLOSE_TIMEOUT = 5.0
 
 
 class _Pipe(asyncio.Protocol):
-    """asyncio protocol that queues received chunks and the loss of the connection, in order."""
+    """asyncio protocol that queues received chunks and the loss of the connection, in order;
+    ``failed`` holds the error that aborted the transport (a failed write), if any."""
 
     def __init__(self) -> None:
         self.chunks: asyncio.Queue[bytes | LinkLost] = asyncio.Queue()
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.failed: BaseException | None = None
 
     def data_received(self, data: bytes) -> None:
         if data:
@@ -56,9 +65,29 @@ def _lost_cause(exc: BaseException | None) -> str:
     if exc is None:
         return "connection closed by the far end"
     text = str(exc)
+    if text.startswith("write failed") and "[Errno 5]" in text:
+        return "device disconnected (write failed: I/O error)"
     if "readiness to read but returned no data" in text or "[Errno 5]" in text:
         return "device disconnected (read returned no data / I/O error)"
     return text or type(exc).__name__
+
+
+def _quiet_fatal_errors(transport: asyncio.BaseTransport, pipe: _Pipe) -> None:
+    """Make a fatal transport error (a failed write) abort the port without the event loop's exception
+    handler: the error is kept in ``pipe.failed`` and reaches the link as :class:`LinkLost` (see the
+    module docstring). Only for pyserial-asyncio-fast's ``SerialTransport``, whose ``_fatal_error`` calls
+    ``loop.call_exception_handler`` and then ``_abort(exc)``; a transport without those methods (another
+    library version) keeps its own reporting."""
+    abort = getattr(transport, "_abort", None)
+    if not isinstance(transport, serial_asyncio_fast.SerialTransport) or not callable(abort) \
+            or not callable(getattr(transport, "_fatal_error", None)):
+        return
+
+    def fatal_error(exc: BaseException, message: str = "") -> None:
+        pipe.failed = exc
+        abort(exc)
+
+    transport._fatal_error = fatal_error  # type: ignore[method-assign]
 
 
 class SerialLink:
@@ -84,9 +113,14 @@ class SerialLink:
         """Queue host-to-device bytes. Raises :class:`LinkLost` if the port is closing (writes would be
         silently dropped by the transport -- asyncio ``Transport.write`` after close)."""
         if self._lost is not None or self._transport.is_closing():
-            raise LinkLost(self._lost.cause if self._lost else "port is closing")
+            raise LinkLost(self._lost.cause if self._lost else self._closing_cause())
         assert isinstance(self._transport, asyncio.WriteTransport)
         self._transport.write(data)
+        if self._pipe.failed is not None:  # the write found the device gone: the port is aborting
+            raise LinkLost(self._closing_cause())
+
+    def _closing_cause(self) -> str:
+        return _lost_cause(self._pipe.failed) if self._pipe.failed is not None else "port is closing"
 
     async def close(self) -> None:
         """Close the port and wait until pyserial has released it (so the flock is gone before a reopen)."""
@@ -145,4 +179,5 @@ async def open_serial(url: str, *, baud: int = 9600, open_timeout: float = 10.0)
     except ValueError as exc:  # bad baud rate or URL options
         raise OpenError(url, str(exc), "bad_url") from exc
     assert pipe is not None
+    _quiet_fatal_errors(transport, pipe)
     return SerialLink(transport, pipe, description)
