@@ -3,7 +3,7 @@
 * ``SignageServer.run_mqtt`` retries with drivers.backoff.Backoff (full jitter, capped at 5 s), not a
   copy of its own.
 * ``tablesense signage`` stopped by SIGTERM while it is still trying to reach a broker that is not there
-  exits with status 0 within 5 s (issue 12: a display must stop when systemd tells it to).
+  exits with status 0 within 5 s (a display must stop when systemd tells it to).
   Real processes, a closed port and a port that drops connection attempts (its listen backlog is full,
   so the kernel discards the SYNs and ``connect()`` blocks, as for a host that has gone).
 """

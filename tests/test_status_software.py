@@ -1,5 +1,5 @@
 """The retained status's ``software`` comes from one place, daemon.version.software_version() (the
-installed package's metadata), the same function ``tablesense --version`` prints (issue 12)."""
+installed package's metadata), the same function ``tablesense --version`` prints."""
 
 from __future__ import annotations
 
