@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 _NOT_IN_REPO = ("ecosystem", "design", "devices-and-standards")
 CITATION = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in _NOT_IN_REPO) + r")\.md\b"
                       + r"|\bissues? ?#?\d+(?:-\d+)?\b"
-                      # a reference note by its number (seed, a space or "_" or "-", then 001 or 3 before a rule); a
-                      # random seed is written "--seed 7", "seed=7", "seed 7," (the demo's banner) or
-                      # "Random(7)", never with leading zeros or before a rule / section / §
+                      # a reference note by its number (seed, a space or "_" or "-", then 001, or 3
+                      # before a rule); a random seed is written "--seed 7", "seed=7", "seed 7," (the
+                      # demo's banner) or "Random(7)", never with leading zeros or before a rule or §
                       + r"|\bseed[ _-]?0\d+|\bseed \d+(?= *(?:rule|§|\)|;|:|\(|definitions|part))"
                       + r"|\.\./shared\b|\bseeds?/", re.IGNORECASE)
 
