@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.metadata
 import os
 import secrets
 import signal
@@ -121,6 +120,7 @@ from tablesense.daemon.table.inputs import (
     TimedInput,
 )
 from tablesense.daemon.table.machine import RESEND_WINDOW, InputRejected, TableMachine
+from tablesense.daemon.version import software_version
 from tablesense.drivers.events import DeviceEvent, DeviceIdentity, DeviceState, SpotChanged
 from tablesense.drivers.link import DeviceLink
 from tablesense.drivers.protocols.tsref import SEQ_MODULUS
@@ -165,14 +165,6 @@ REPLAY_MAX_BYTES = 8 * 1024 * 1024
 
 _REMEMBERED_REPLAYS = 1024
 """``replay`` command ids whose answers the app keeps (a repeat is answered again, not replayed again)."""
-
-
-def software_version() -> str:
-    """The installed tablesense version (package metadata), ``"unknown"`` when not installed."""
-    try:
-        return importlib.metadata.version("tablesense")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def config_digest(path: str | os.PathLike[str] | None) -> str:
@@ -358,6 +350,7 @@ class App:
         self.config_digest = config_digest(config_path)
         """SHA-256 of the config file's bytes (``config_path``; ``""`` without one) for the status."""
         self.software = software_version()
+        """The ``software`` of the retained status: the package metadata, as ``tablesense --version``."""
         self._replay_answers: OrderedDict[str, tuple[bool, str]] = OrderedDict()
         self._replay_lock = asyncio.Lock()
         self._install_signals = install_signals

@@ -10,9 +10,12 @@ changes on the daemon's queue and never exits because a device went away (docs/d
   frame; ``DISCONNECTED`` (with the cause as ``detail``) when an open fails or the link is lost. A
   :class:`~drivers.events.DeviceState` is queued only when state or detail changes, so a device that
   stays unplugged produces one state message, not one per retry.
-* **Reconnect**: exponential backoff from ``backoff_initial`` doubling to ``backoff_max`` seconds with
-  "equal jitter" (a random delay in [d/2, d]) so that many tables restarting together do not retry in
-  lock step; the backoff restarts from the beginning once a connection has delivered a valid frame.
+* **Reconnect**: the one reconnect backoff of tablesense, :class:`drivers.backoff.Backoff` (also used by
+  the MQTT relay and the signage feed): after the n-th consecutive failure a delay drawn uniformly from
+  ``[0, min(backoff_max, backoff_initial * 2 ** (n - 1))]`` seconds ("full jitter"), so that many
+  tables restarting together do not retry in lock step and a device that comes back after a long
+  outage is opened again within ``backoff_max`` seconds; the backoff restarts from the beginning once a
+  connection has delivered a valid frame.
 * **Logging** (structlog, event names ``link.*``): the loss of a link is logged once (``link.lost``,
   warning) and an open error once per distinct cause (``link.open_failed``: the device name, URL and
   cause, e.g. "permission denied"); repeats go to debug. ``link.online`` says when the link is back and
@@ -39,6 +42,7 @@ from typing import Any
 
 import structlog
 
+from tablesense.drivers.backoff import Backoff
 from tablesense.drivers.events import DeviceEvent, DeviceState, LinkState
 from tablesense.drivers.protocols.base import Codec, CodecStats, SequenceGap, get_codec
 from tablesense.drivers.transports import ByteTransport, LinkLost, OpenError, open_transport
@@ -65,7 +69,8 @@ class DeviceLink:
         stale_after: seconds without a valid frame before the link is ``STALE``.
         stale_reconnect: seconds spent ``STALE`` before the connection is closed and reopened (useful for
             ``socket://``, where a half-open TCP connection never errors); ``None`` = never.
-        backoff_initial, backoff_max: reconnect delay bounds in seconds.
+        backoff_initial, backoff_max: reconnect delay bounds in seconds (:class:`drivers.backoff.Backoff`:
+            the first failure's ceiling, and the largest delay ever waited).
         auto_ack: send the codec's acknowledge for every decoded event (a daemon that journals events
             should leave this off and call :meth:`ack` after the event is durable).
         status_on_connect: send a status request right after each open, so the device announces its
@@ -75,6 +80,7 @@ class DeviceLink:
         rng: random source for the jitter (tests pass a seeded one).
 
     Raises:
+        ValueError: unless ``stale_after > 0`` and ``0 < backoff_initial <= backoff_max``.
         drivers.protocols.base.UnknownProtocol: ``protocol`` is not registered (at construction, so a
             config error is reported before anything runs).
     """
@@ -82,7 +88,7 @@ class DeviceLink:
     def __init__(self, name: str, url: str, protocol: str, *, baud: int = 9600,
                  queue: asyncio.Queue[DeviceEvent | DeviceState], stale_after: float = 5.0,
                  stale_reconnect: float | None = None, backoff_initial: float = 0.2,
-                 backoff_max: float = 10.0, auto_ack: bool = False, status_on_connect: bool = True,
+                 backoff_max: float = 5.0, auto_ack: bool = False, status_on_connect: bool = True,
                  usb_backend: Any = None,
                  on_gap: Callable[[SequenceGap], None] | None = None,
                  rng: random.Random | None = None) -> None:
@@ -95,13 +101,11 @@ class DeviceLink:
         self._codec: Codec = get_codec(protocol)(name)
         self._stale_after = stale_after
         self._stale_reconnect = stale_reconnect
-        self._backoff_initial = backoff_initial
-        self._backoff_max = backoff_max
+        self._backoff = Backoff(backoff_initial, backoff_max, rng=rng or random.Random())
         self._auto_ack = auto_ack
         self._status_on_connect = status_on_connect
         self._usb_backend = usb_backend
         self._on_gap = on_gap
-        self._rng = rng or random.Random()
         self._state = LinkState.CONNECTING
         self._detail = ""
         self._transport: ByteTransport | None = None
@@ -165,7 +169,8 @@ class DeviceLink:
         Cancelling closes the open port (releasing the lock / USB interface) and queues a final
         ``DISCONNECTED`` state ("stopped") if the queue has room.
         """
-        attempts = 0
+        backoff = self._backoff
+        backoff.reset()
         outage_started_by_loss = False
         last_logged_cause: str | None = None
         await self._set_state(LinkState.CONNECTING, f"opening {self.url}")
@@ -174,7 +179,6 @@ class DeviceLink:
                 try:
                     transport = await open_transport(self.url, baud=self.baud, usb_backend=self._usb_backend)
                 except OpenError as exc:
-                    attempts += 1
                     self.open_failures += 1
                     if exc.cause != last_logged_cause:
                         quiet = outage_started_by_loss and exc.kind in ("not_found", "refused", "timeout")
@@ -185,23 +189,22 @@ class DeviceLink:
                         last_logged_cause = exc.cause
                     else:
                         _log.debug("link.open_failed", device=self.name, url=self.url, cause=exc.cause,
-                                   attempt=attempts)
+                                   attempt=backoff.failures + 1)
                     await self._set_state(LinkState.DISCONNECTED, f"cannot open: {exc.cause}")
-                    await asyncio.sleep(self._delay(attempts))
+                    await asyncio.sleep(backoff.next_delay())
                     continue
                 except Exception as exc:  # a library bug must not end the link either
-                    attempts += 1
                     self.open_failures += 1
                     _log.exception("link.open_error", device=self.name, url=self.url, error=repr(exc))
                     await self._set_state(LinkState.DISCONNECTED, f"cannot open: {exc!r}")
-                    await asyncio.sleep(self._delay(attempts))
+                    await asyncio.sleep(backoff.next_delay())
                     continue
 
                 self.connects += 1
                 self._codec.reset()
                 self._transport = transport
                 _log.info("link.online", device=self.name, url=self.url, transport=transport.description,
-                          after_attempts=attempts)
+                          after_attempts=backoff.failures)
                 await self._set_state(LinkState.ONLINE, transport.description)
                 frames_before = self._codec.stats.frames
                 try:
@@ -210,14 +213,14 @@ class DeviceLink:
                     self._transport = None
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(asyncio.shield(transport.close()), 5.0)
-                heard = self._codec.stats.frames > frames_before
-                attempts = 0 if heard else attempts + 1
+                if self._codec.stats.frames > frames_before:
+                    backoff.reset()  # a connection that delivered a frame: start small again
                 _log.warning("link.lost", device=self.name, url=self.url, cause=cause,
                              message=f"{self.name}: link to {self.url} lost: {cause}; reconnecting")
                 outage_started_by_loss = True
                 last_logged_cause = None
                 await self._set_state(LinkState.DISCONNECTED, cause)
-                await asyncio.sleep(self._delay(max(attempts, 1)))
+                await asyncio.sleep(backoff.next_delay())
         finally:
             self._transport = None
             if self._state is not LinkState.DISCONNECTED or self._detail != "stopped":
@@ -226,11 +229,6 @@ class DeviceLink:
                     self._queue.put_nowait(DeviceState(self.name, LinkState.DISCONNECTED, "stopped"))
 
     # -- internals ------------------------------------------------------------------------------------
-
-    def _delay(self, attempts: int) -> float:
-        """Backoff before the next attempt: initial * 2**(attempts-1), capped, with equal jitter."""
-        base = min(self._backoff_max, self._backoff_initial * float(2 ** min(max(attempts - 1, 0), 30)))
-        return base / 2 + self._rng.uniform(0, base / 2)
 
     async def _set_state(self, state: LinkState, detail: str) -> None:
         if state is self._state and detail == self._detail:

@@ -6,6 +6,8 @@ import random
 import statistics
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tablesense.drivers.backoff import Backoff, full_jitter_delay
 
@@ -66,3 +68,26 @@ def test_invalid_bounds_are_refused(initial: float, maximum: float, floor: float
         Backoff(initial, maximum, floor=floor)
     with pytest.raises(ValueError, match="backoff needs"):
         full_jitter_delay(1, initial, maximum, floor=floor)
+
+
+@settings(max_examples=300, deadline=None)
+@given(attempt=st.integers(min_value=-3, max_value=200),
+       initial=st.floats(min_value=1e-3, max_value=10.0),
+       spread=st.floats(min_value=1.0, max_value=100.0),
+       floor_share=st.floats(min_value=0.0, max_value=1.0),
+       seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_every_delay_lies_in_its_full_jitter_window(attempt: int, initial: float, spread: float,
+                                                    floor_share: float, seed: int) -> None:
+    """Distribution bounds for any parameters: floor <= delay <= max(floor, min(maximum, initial *
+    2 ** (n - 1))), never above maximum; the Backoff object draws the same window as the function."""
+    maximum = initial * spread
+    floor = maximum * floor_share
+    n = max(attempt, 1)
+    ceiling = max(floor, min(maximum, initial * 2.0 ** min(n - 1, 62)))
+    d = full_jitter_delay(attempt, initial, maximum, floor=floor, rng=random.Random(seed))
+    assert floor <= d <= ceiling <= maximum
+    b = Backoff(initial, maximum, floor=floor, rng=random.Random(seed))
+    for _ in range(min(n, 70) - 1):
+        b.next_delay()
+    assert b.ceiling == ceiling
+    assert floor <= b.next_delay() <= ceiling

@@ -1,4 +1,4 @@
-"""Blackjack Perfect Pairs (seed 001; rules.md §2 and §4.6): settlement and exact analysis."""
+"""Blackjack Perfect Pairs (Perfect Pairs rule sheet; rules.md §2 and §4.6): settlement and exact analysis."""
 
 from __future__ import annotations
 
@@ -124,7 +124,8 @@ def test_default_schedule_is_25_12_6() -> None:
 
 @pytest.mark.parametrize("two", ["JH QH", "10S KS", "AS 2S", "9D 10D"])
 def test_same_value_is_not_a_pair(two: str) -> None:
-    """Only identical face value pairs (seed 001 "face value"; § 627c.1(b)); a K-10 split is no pair."""
+    """Only identical face value pairs (Perfect Pairs rule sheet, "face value"; § 627c.1(b)); a K-10 split
+    is no pair."""
     (s,) = settle_blackjack(hands(b5=two), [pp("5")], BlackjackRules(8))
     assert (s.outcome, s.category, s.net) == (Outcome.LOSE, NO_PAIR, -1000)
 
@@ -137,7 +138,8 @@ def test_dealer_cards_do_not_matter() -> None:
 
 
 def test_eligibility_needs_a_blackjack_wager_on_the_box_when_main_wagers_are_listed() -> None:
-    """Seed 001 rule 2: Perfect Pairs on a box with a blackjack wager; box 2 has none -> returned."""
+    """Perfect Pairs rule sheet rule 2: Perfect Pairs on a box with a blackjack wager; box 2 has none ->
+    returned."""
     wagers = [bj("1"), pp("1", 200), pp("2", 300)]
     result = settle_blackjack(hands(b1="5C 5C", b2="6C 6C"), wagers, BlackjackRules(6))
     assert [(s.wager.spot, s.outcome, s.category, s.net) for s in result] == [

@@ -242,14 +242,40 @@ async def test_acks_and_status_requests_reach_the_device(tmp_path: object) -> No
     assert [c.seq for c in rec.cards] == [s for s in shoe.acked if s in {c.seq for c in rec.cards}]
 
 
-def test_backoff_doubles_with_jitter_and_is_capped() -> None:
-    queue: asyncio.Queue[object] = asyncio.Queue()
-    link = DeviceLink("shoe", "/dev/null", "tsref", queue=queue,  # type: ignore[arg-type]
-                      backoff_initial=0.2, backoff_max=10.0, rng=random.Random(1))
-    for attempt, base in ((1, 0.2), (2, 0.4), (3, 0.8), (6, 6.4), (7, 10.0), (40, 10.0)):
-        delays = [link._delay(attempt) for _ in range(200)]
-        assert all(base / 2 <= d <= base for d in delays), attempt
-        assert max(delays) - min(delays) > base / 4  # really jittered
+class _LowestDraw(random.Random):
+    """A random source that records every ``uniform(a, b)`` window asked for and answers ``a``."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.windows: list[tuple[float, float]] = []
+
+    def uniform(self, a: float, b: float) -> float:
+        self.windows.append((a, b))
+        return a
+
+
+async def test_reconnect_uses_the_shared_full_jitter_backoff(tmp_path: Any) -> None:
+    """A device that cannot be opened is retried with drivers.backoff.Backoff: after the n-th failure a
+    delay drawn from the whole window [0, min(backoff_max, backoff_initial * 2 ** (n - 1))] (full
+    jitter, as the module docstring and docs/devices.md say). The link's own equal-jitter copy drew
+    from [c/2, c] (it asked for the window (0, c/2) and added c/2), so this failed with it."""
+    rng = _LowestDraw()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    link = DeviceLink("shoe", str(tmp_path / "absent-shoe"), "tsref", queue=queue,
+                      backoff_initial=0.5, backoff_max=2.0, rng=rng)
+    task = asyncio.create_task(link.run())
+    try:
+        await wait_until(lambda: len(rng.windows) >= 6, "six failed opens")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert rng.windows[:6] == [(0.0, 0.5), (0.0, 1.0), (0.0, 2.0), (0.0, 2.0), (0.0, 2.0), (0.0, 2.0)]
+    assert link.open_failures >= 6 and link.state is LinkState.DISCONNECTED
+
+
+def test_backoff_bounds_are_checked_at_construction() -> None:
+    with pytest.raises(ValueError, match="backoff"):
+        DeviceLink("shoe", "/dev/null", "tsref", queue=asyncio.Queue(), backoff_initial=2.0, backoff_max=1.0)
 
 
 def test_unknown_protocol_is_refused_at_construction() -> None:

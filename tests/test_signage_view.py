@@ -112,8 +112,9 @@ def test_baccarat_pair_banner_from_settlement_with_its_odds() -> None:
 
 
 def test_blackjack_pair_results_show_as_each_box_settles_and_stay_until_betting_closes() -> None:
-    """Perfect Pairs settles once the box's two cards are out (seed 001): its result is on the display from
-    then on (not only after the round), and stays until the next round's no-more-bets."""
+    """Perfect Pairs settles once the box's two cards are out (Perfect Pairs rule sheet rule 8): its result
+    is on the display from then on (not only after the round), and stays until the next round's
+    no-more-bets."""
     v = SignageView("BJ")
     v.handle("info", table_info(load_config(ROOT / "deploy/examples/blackjack.toml")))
     cards = (PublicCard(index=1, card="8H", position="1"), PublicCard(index=2, card="9C", position="3"),

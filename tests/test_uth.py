@@ -1,4 +1,4 @@
-"""UTH Ultimate Pairs (58 Pa. Code § 653b.5, seed 003): every line of every paytable, and exact odds."""
+"""UTH Ultimate Pairs (58 Pa. Code § 653b.5): every line of every paytable, and exact odds."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from tablesense.daemon.rules.uth import (
     settle_uth,
 )
 
-# Seed 003, transcribed row by row (None = "N/A"):  A      B     C     D     E     F
-SEED_003: dict[str, tuple[int | None, ...]] = {
+# 58 Pa. Code § 653b.5(f), transcribed row by row (None = "N/A"):  A      B     C     D     E     F
+PAYTABLES_653B5: dict[str, tuple[int | None, ...]] = {
     "aces_with_dealer_aces":    (None, None, None, None, None, 1000),
     "red_aces":                 (None, None, 100, 50, None, None),
     "aces":                     (30, 30, 30, 25, 25, 30),
@@ -62,27 +62,27 @@ def up(spot: str, stake: int = 1000) -> Wager:
 
 
 def expected_pay(line: str, paytable: str) -> tuple[str, int | None]:
-    """What the seed pays for a hand whose highest line is ``line``, following N/A fall-backs."""
-    pays = SEED_003[line][COLUMN[paytable]]
+    """What § 653b.5(f) pays for a hand whose highest line is ``line``, following N/A fall-backs."""
+    pays = PAYTABLES_653B5[line][COLUMN[paytable]]
     while pays is None:
         fallback = EXAMPLES[line][2]
         if fallback is None:
             return LOSE, None
         line = fallback
-        pays = SEED_003[line][COLUMN[paytable]]
+        pays = PAYTABLES_653B5[line][COLUMN[paytable]]
     return line, pays
 
 
 def test_paytables_are_the_seed_exactly() -> None:
     for name, table in ULTIMATE_PAIRS.items():
         assert {line: (o.pays if o else None) for line, o in table.odds_by_line} == {
-            line: row[COLUMN[name]] for line, row in SEED_003.items()}
+            line: row[COLUMN[name]] for line, row in PAYTABLES_653B5.items()}
         assert all(o is None or o.per == 1 for _, o in table.odds_by_line)
         assert "§ 653b.5(f)" in table.source
 
 
 @pytest.mark.parametrize("paytable", "ABCDEF")
-@pytest.mark.parametrize("line", list(SEED_003))
+@pytest.mark.parametrize("line", list(PAYTABLES_653B5))
 def test_every_line_of_every_paytable(paytable: str, line: str) -> None:
     player, dealer, _ = EXAMPLES[line]
     category, pays = expected_pay(line, paytable)
@@ -198,12 +198,12 @@ COUNTS = {"aces": 6, "ace_king_suited": 4, "ace_queen_or_jack_suited": 8, "ace_k
 def test_analysis_matches_closed_form(paytable: str) -> None:
     (a,) = analyze_uth(UthRules.from_names(1, {"ultimate_pairs": paytable}))
     counts = dict(COUNTS)
-    if SEED_003["red_aces"][COLUMN[paytable]] is not None:
+    if PAYTABLES_653B5["red_aces"][COLUMN[paytable]] is not None:
         counts["red_aces"], counts["aces"] = 1, 5
     probs = {o.category: o.probability for o in a.outcomes}
     assert probs == {**{k: Fraction(v, 1326) for k, v in counts.items()},
                      LOSE: Fraction(1326 - sum(counts.values()), 1326)}
-    ev = sum(Fraction(SEED_003[k][COLUMN[paytable]] or 0) * v for k, v in counts.items())
+    ev = sum(Fraction(PAYTABLES_653B5[k][COLUMN[paytable]] or 0) * v for k, v in counts.items())
     assert a.expected_return == (ev - (1326 - sum(counts.values()))) / 1326
     assert (a.bet, a.hand, a.paytable) == (Bet.ULTIMATE_PAIRS, None, paytable)
 

@@ -6,7 +6,8 @@
 
 Serves the page on ``--listen`` (the URL is printed on stdout; JSON log lines go to stderr) and
 subscribes to ``{prefix}/{table}/`` status, round, results, settlements, scoreboard, info and devices/+
-(never ``floor/``); see docs/signage.md. Runs until interrupted (Ctrl-C / SIGTERM). On the production
+(never ``floor/``); see docs/signage.md. Runs until interrupted (Ctrl-C / SIGTERM: exit status 0 within
+a second, even while a connect to an unreachable broker is still pending). On the production
 broker (TLS, no anonymous clients, ACL; docs/security.md) it logs in as ``signage-<table>`` with the
 flags of :mod:`daemon.broker_auth`, checked as ``tablesense run`` checks its own.
 """
@@ -15,10 +16,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import signal
 import sys
-from typing import Any
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, TypeVar
 
 from tablesense.daemon.broker_auth import (
     DEFAULT_TLS_PORT,
@@ -36,6 +41,40 @@ from tablesense.daemon.signage.server import parse_hostport, start_signage
 from tablesense.daemon.topics import option_problem
 
 __all__ = ["register", "run"]
+
+_T = TypeVar("_T")
+
+
+class _DaemonThreadExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The display's default executor: each call in its own daemon thread, and a shutdown that does not
+    wait for them.
+
+    aiomqtt runs paho's blocking ``connect()`` (name resolution and TCP connect, up to paho's 5 s
+    connect timeout per address, name resolution unbounded) in the loop's default executor. With the
+    standard executor, ``asyncio.run`` and the interpreter's exit join that thread, so SIGTERM during a
+    connect to an unreachable broker waited for it. Nothing the display runs in an executor has state
+    worth finishing (the connect, aiohttp's static-file reads), so it is abandoned at exit instead.
+    The process's own exit ends the threads.
+    """
+
+    def submit(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[_T]:
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+
+        def work() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # handed to the awaiting coroutine, as ThreadPoolExecutor does
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        threading.Thread(target=work, name="signage-io", daemon=True).start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Return at once: the threads are daemon threads, abandoned (see the class docstring)."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,20 +96,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def _serve(args: argparse.Namespace, broker: tuple[str, int], info: dict[str, Any] | None,
-                 auth: BrokerAuth) -> int:
+                 auth: BrokerAuth, stop_requested: threading.Event) -> int:
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(_DaemonThreadExecutor(thread_name_prefix="signage-io"))
+    done = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # before anything is started or printed
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, done.set)
+    if stop_requested.is_set():  # a signal while the config was read
+        return 0
     try:
         url, stop = await start_signage(broker[0], broker[1], args.table, args.prefix, args.listen, info,
                                         auth=auth)
     except OSError as exc:
         raise UsageError(f"signage: cannot listen on {args.listen}: {exc.strerror or exc}") from None
-    print(f"tablesense signage: table {args.table} on {url}", flush=True)
-    done = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, done.set)
     try:
-        await done.wait()
+        if not done.is_set():
+            print(f"tablesense signage: table {args.table} on {url}", flush=True)
+            await done.wait()
     finally:
         await stop()
     return 0
@@ -79,10 +122,19 @@ async def _serve(args: argparse.Namespace, broker: tuple[str, int], info: dict[s
 def run(args: argparse.Namespace) -> int:
     """Run the display until interrupted.
 
+    Returns 0 when stopped by SIGTERM or SIGINT (at any point after the arguments were parsed).
+
     Raises UsageError (one line) for a bad --broker/--listen/--table/--prefix/--config, and for a
     credentials file that is missing, malformed or accessible by other users, or a TLS file that cannot
     be loaded (:func:`daemon.broker_auth.auth_from_args`).
     """
+    stop_requested = threading.Event()
+
+    def early_stop(_signum: int, _frame: FrameType | None) -> None:
+        stop_requested.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):  # until the event loop's handlers replace these
+        signal.signal(sig, early_stop)
     try:
         broker = parse_hostport(args.broker, DEFAULT_TLS_PORT if uses_tls(args) else 1883)
         parse_hostport(args.listen, 8080)
@@ -106,6 +158,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"signage: {exc}") from None
     configure("info", stream=sys.stderr)  # JSON log lines on stderr; stdout carries the URL line
     bind_table(args.table)
-    code = asyncio.run(_serve(args, broker, info, auth))
+    code = asyncio.run(_serve(args, broker, info, auth, stop_requested))
     sys.stdout.flush()
     return code

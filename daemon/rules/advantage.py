@@ -7,12 +7,12 @@ This module computes, from the shoe's remaining :class:`~daemon.rules.cards.Shoe
 expected return (a :class:`~fractions.Fraction`, net per unit staked) of:
 
 * baccarat **Perfect Pairs** on the Player hand (cards 1 and 3) and on the Banker hand (cards 2 and 4)
-  (58 Pa. Code § 627c.1(b)-(e); seed 001 rule 8). Any two positions of a uniformly shuffled remainder
-  are an ordered two-card draw from it, so both hands have the same distribution;
+  (58 Pa. Code § 627c.1(b)-(e); Perfect Pairs rule sheet rule 8). Any two positions of a uniformly
+  shuffled remainder are an ordered two-card draw from it, so both hands have the same distribution;
 * baccarat **House Money** (a pair in either hand's first two cards, 58 Pa. Code § 631a.8(a)(7)): the
   ordered first four cards P1 B1 P2 B2 drawn from the remainder;
-* blackjack **Perfect Pairs** on a box's first two cards (seed 001 rules 5-7): again an ordered two-card
-  draw, whatever the box's position in the deal;
+* blackjack **Perfect Pairs** on a box's first two cards (Perfect Pairs rule sheet rules 5-7): again an
+  ordered two-card draw, whatever the box's position in the deal;
 * UTH **Ultimate Pairs** is not applicable: Ultimate Texas Hold 'Em is dealt from one 52-card deck
   shuffled before every round (rules.md §3), so nothing carries over from one round to the next and the
   expected return is the constant of :func:`daemon.rules.uth.analyze_uth`.

@@ -5,9 +5,9 @@ Sources (the seeds are authoritative; rules.md §1 summarises them):
       Pairs and House Money are settled once the first four cards are known (§ 627a.8(d), § 627c.1(c)).
     * 58 Pa. Code § 631a.11 (rules.md §1.5): naturals stop the deal; the Player draws on 0-5; the Banker
       draws by its point count and the value of the Player's third card.
-    * 58 Pa. Code § 631a.8(a)(1)-(7) (seed 002): Banker, Player, Tie, Dragon Bonus, Dragon 7, Panda 8 and
+    * 58 Pa. Code § 631a.8(a)(1)-(7): Banker, Player, Tie, Dragon Bonus, Dragon 7, Panda 8 and
       House Money; § 627a.1 definitions of Natural, Dragon 7, Panda 8 and EZ Baccarat.
-    * 58 Pa. Code § 627c.1 (seed 000): Perfect Pairs on the Player and/or the Banker hand.
+    * 58 Pa. Code § 627c.1: Perfect Pairs on the Player and/or the Banker hand.
 
 Everything here is pure: no I/O, no clock, no mutable globals. Money is integer minor units.
 """
@@ -97,7 +97,7 @@ class BaccaratRules:
         decks: decks in the shoe, 1 to 8.
         commission: commission on a winning Banker wager (standard only; EZ takes none, § 627a.1).
         tie: Tie odds, 8 to 1 or 9 to 1.
-        perfect_pairs: Perfect Pairs paytable (§ 627c.1(d), seed 001 rule 8).
+        perfect_pairs: Perfect Pairs paytable (§ 627c.1(d); Perfect Pairs rule sheet rule 8).
         dragon_bonus: Dragon Bonus paytable (§ 631a.8(a)(4)).
         house_money: House Money paytable (§ 631a.8(a)(7)).
 

@@ -3,7 +3,7 @@
 The Perfect Pairs paytables live in :mod:`daemon.rules.pairs` (they are shared with blackjack).
 
 Sources:
-    * 58 Pa. Code § 631a.8(a)(3)-(7): which events win, lose or tie each wager (seed 002).
+    * 58 Pa. Code § 631a.8(a)(3)-(7): which events win, lose or tie each wager.
     * rules.md §1.7 (secondary sources, PA payout section § 631a.13 not in the seeds): Tie 8 to 1 or
       9 to 1; Dragon Bonus natural win 1 to 1, win by 9/8/7/6/5/4 pays 30/10/6/4/2/1; Dragon 7 40 to 1;
       Panda 8 25 to 1; House Money 3 to 1 for one pair, 15 to 1 for both.

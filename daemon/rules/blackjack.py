@@ -1,17 +1,18 @@
 """Blackjack Perfect Pairs: settlement on each box's first two cards, and its exact analysis.
 
 Sources:
-    * Perfect Pairs rule sheet, blackjack part (seed 001): rule 2 (a Perfect Pairs wager may be placed
+    * Perfect Pairs rule sheet, blackjack part: rule 2 (a Perfect Pairs wager may be placed
       on any box holding a blackjack wager), rules 5-7 (wins when the box's first two cards are a pair:
       mixed pair 6 to 1, coloured pair 12 to 1, perfect pair 25 to 1; alternative schedules 30-10-5,
       25-12-5, 25-15-5 in :data:`daemon.rules.pairs.BLACKJACK_PERFECT_PAIRS`), rule 8 (settled right
       after the first two cards, before the blackjack hands are played).
-    * 58 Pa. Code § 627c.1(b) and seed 001 "face value": only cards identical in number or type are a
-      pair, so a 10 and a king are not a pair here even though they may be split (rules.md §2).
+    * 58 Pa. Code § 627c.1(b) and the Perfect Pairs rule sheet's "face value": only cards identical in
+      number or type are a pair, so a 10 and a king are not a pair here even though they may be split
+      (rules.md §2).
     * rules.md §4.6: the house edges by deck count this module's :func:`analyze_blackjack` reproduces.
 
-Eligibility (seed 001 rule 2): the blackjack wager itself is not settled by tablesense. When the
-wagers of a round list at least one ``blackjack`` wager, the table's bet sensing covers the main
+Eligibility (Perfect Pairs rule sheet rule 2): the blackjack wager itself is not settled by tablesense.
+When the wagers of a round list at least one ``blackjack`` wager, the table's bet sensing covers the main
 wagers, and a Perfect Pairs wager on a box without a blackjack wager is returned to the player
 (outcome push, category ``ineligible_no_blackjack_wager``). When no blackjack wager is listed at all,
 every Perfect Pairs wager is taken to stand on a box with a blackjack wager.
@@ -55,11 +56,13 @@ BOXES: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7")
 DEALER = "dealer"
 """The dealer's position in a ``hands`` mapping."""
 DEFAULT_PERFECT_PAIRS = "25-12-6"
-"""The rule sheet's own schedule (seed 001 rule 7)."""
+"""The rule sheet's own schedule (Perfect Pairs rule sheet rule 7)."""
 NO_PAIR = "no_pair"
-"""Category of a losing Perfect Pairs wager: the first two cards are not a pair (seed 001 rule 6)."""
+"""Category of a losing Perfect Pairs wager: the first two cards are not a pair (Perfect Pairs rule sheet
+rule 6)."""
 INELIGIBLE = "ineligible_no_blackjack_wager"
-"""Category of a Perfect Pairs wager returned because its box holds no blackjack wager (seed 001 rule 2)."""
+"""Category of a Perfect Pairs wager returned because its box holds no blackjack wager (Perfect Pairs rule
+sheet rule 2)."""
 
 _PAYTABLE_BETS = frozenset({Bet.PERFECT_PAIRS})
 
@@ -70,7 +73,7 @@ class BlackjackRules:
 
     Attributes:
         decks: decks in the shoe, 1 to 8.
-        perfect_pairs: the Perfect Pairs schedule (default 25-12-6, seed 001 rule 7).
+        perfect_pairs: the Perfect Pairs schedule (default 25-12-6, Perfect Pairs rule sheet rule 7).
 
     Raises:
         RulesError: ``decks`` outside 1..8.
@@ -122,7 +125,7 @@ def _check_decks(decks: int) -> None:
 
 def grade_perfect_pairs(first: Card, second: Card,
                         paytable: PairPaytable) -> tuple[Outcome, str, Odds | None]:
-    """Decide a Perfect Pairs wager from a box's first two cards (seed 001 rules 5-7).
+    """Decide a Perfect Pairs wager from a box's first two cards (Perfect Pairs rule sheet rules 5-7).
 
     Returns:
         ``(outcome, category, odds)``: a win with category ``perfect_pair``, ``colored_pair`` or
@@ -159,7 +162,8 @@ def settle_blackjack(hands: Mapping[str, Sequence[Card]], wagers: Sequence[Wager
             dealer's cards are optional and do not affect Perfect Pairs; when given they are checked
             against the shoe like every other card.
         wagers: the round's wagers; ``perfect_pairs`` wagers are settled, ``blackjack`` wagers only
-            make the Perfect Pairs wager on their box eligible (seed 001 rule 2) and are not returned.
+            make the Perfect Pairs wager on their box eligible (Perfect Pairs rule sheet rule 2) and are
+            not returned.
         rules: the table's rules.
 
     Returns:

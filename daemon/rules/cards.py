@@ -1,6 +1,6 @@
 """Cards, ranks, suits and the composition of a shoe.
 
-Ranks follow the face-value definition of the Perfect Pairs rule sheet (seed 001: "face value" is the
+Ranks follow the face-value definition of the Perfect Pairs rule sheet ("face value" is the
 number 2-10 or the type jack, queen, king, ace) and 58 Pa. Code § 627c.1(b): only cards identical in
 number or type are of the same rank, so a jack and a queen, or a 10 and a king, are different ranks
 even though baccarat counts them all as zero.
@@ -34,7 +34,8 @@ class CardNotInShoe(ValueError):
 
 
 class Colour(Enum):
-    """Card colour: spades and clubs are black, hearts and diamonds red (seed 001 definitions)."""
+    """Card colour: spades and clubs are black, hearts and diamonds red (Perfect Pairs rule sheet,
+    definitions)."""
 
     BLACK = "black"
     RED = "red"

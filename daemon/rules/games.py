@@ -8,7 +8,7 @@ the exact analysis of every wager the game offers.
 Games and their sources:
     * ``baccarat`` and ``ez-baccarat``: 58 Pa. Code § 627a.8, § 627c.1, § 631a.8, § 631a.11
       (:mod:`daemon.rules.baccarat`); the round is every card in draw order (burn cards excluded).
-    * ``blackjack``: Perfect Pairs rule sheet (seed 001) (:mod:`daemon.rules.blackjack`); the round is
+    * ``blackjack``: Perfect Pairs rule sheet (:mod:`daemon.rules.blackjack`); the round is
       each box's first two cards.
     * ``uth``: Ultimate Texas Hold 'Em Ultimate Pairs, § 653b.5 (:mod:`daemon.rules.uth`); the round
       is each spot's two cards and the dealer's two.

@@ -4,7 +4,7 @@ Sources:
     * 58 Pa. Code § 627c.1(b), (d), (e): Minibaccarat Perfect Pairs; only cards identical in number or
       type are of the same rank; perfect = same suit, colored = same colour different suits,
       mixed = different colours; paytables A 25/12/6, B 30/10/5, C 25/15/5.
-    * Seed 001 (Perfect Pairs rule sheet): blackjack 25/12/6 on a box's first two cards with
+    * Perfect Pairs rule sheet: blackjack 25/12/6 on a box's first two cards with
       alternative schedules; baccarat 30/10/5 or 25/12/6 for 6 or 8 decks, 25/12/5 for 8 decks only.
 """
 
@@ -90,7 +90,7 @@ BACCARAT_PERFECT_PAIRS: dict[str, PairPaytable] = {
     "A": _pt("A", 25, 12, 6, "58 Pa. Code § 627c.1(d) Paytable A"),
     "B": _pt("B", 30, 10, 5, "58 Pa. Code § 627c.1(d) Paytable B"),
     "C": _pt("C", 25, 15, 5, "58 Pa. Code § 627c.1(d) Paytable C"),
-    "25-12-5": _pt("25-12-5", 25, 12, 5, "Perfect Pairs rule sheet (seed 001) rule 8, 8 decks only",
+    "25-12-5": _pt("25-12-5", 25, 12, 5, "Perfect Pairs rule sheet rule 8, 8 decks only",
                    frozenset({8})),
 }
 """Baccarat Perfect Pairs paytables by name; "A" is the default."""
@@ -98,10 +98,10 @@ for _alias, _name in (("25-12-6", "A"), ("30-10-5", "B"), ("25-15-5", "C")):
     BACCARAT_PERFECT_PAIRS[_alias] = BACCARAT_PERFECT_PAIRS[_name]
 
 BLACKJACK_PERFECT_PAIRS: dict[str, PairPaytable] = {
-    "25-12-6": _pt("25-12-6", 25, 12, 6, "Perfect Pairs rule sheet (seed 001) rule 7"),
-    "30-10-5": _pt("30-10-5", 30, 10, 5, "seed 001 'alternative payout schedules'"),
-    "25-12-5": _pt("25-12-5", 25, 12, 5, "seed 001 'alternative payout schedules'"),
-    "25-15-5": _pt("25-15-5", 25, 15, 5, "seed 001 'alternative payout schedules'"),
+    "25-12-6": _pt("25-12-6", 25, 12, 6, "Perfect Pairs rule sheet rule 7"),
+    "30-10-5": _pt("30-10-5", 30, 10, 5, "Perfect Pairs rule sheet, 'alternative payout schedules'"),
+    "25-12-5": _pt("25-12-5", 25, 12, 5, "Perfect Pairs rule sheet, 'alternative payout schedules'"),
+    "25-15-5": _pt("25-15-5", 25, 15, 5, "Perfect Pairs rule sheet, 'alternative payout schedules'"),
 }
 """Blackjack Perfect Pairs schedules by name; "25-12-6" is the default."""
 

@@ -1,6 +1,6 @@
 """Ultimate Texas Hold 'Em Ultimate Pairs: paytables A-F, settlement and exact analysis.
 
-Source: 58 Pa. Code § 653b.5 (seed 003). The wager is decided on the player's two individual cards,
+Source: 58 Pa. Code § 653b.5. The wager is decided on the player's two individual cards,
 and with paytable F on the player's two cards combined with the dealer's two cards (§ 653b.5(e)); it
 pays at the odds of one of the paytables A-F selected by the certificate holder (§ 653b.5(f)). The
 paytable rows, from the highest, are:
@@ -125,7 +125,7 @@ ULTIMATE_PAIRS: dict[str, UltimatePairsPaytable] = {
     "E": _paytable("E", (None, None, 25, 20, 20, 10, 5, 10, 5)),
     "F": _paytable("F", (1000, None, 30, 25, 20, 15, 10, 5, 3)),
 }
-"""The six Ultimate Pairs paytables of § 653b.5(f) (seed 003), by letter."""
+"""The six Ultimate Pairs paytables of § 653b.5(f), by letter."""
 
 _RED_ACES = frozenset({Card(Rank.ACE, Suit.HEARTS), Card(Rank.ACE, Suit.DIAMONDS)})
 _FACES = frozenset({Rank.KING, Rank.QUEEN, Rank.JACK})

@@ -3,9 +3,10 @@
 One aiohttp application per table. A background task subscribes with aiomqtt to the table's public
 topics only (:func:`public_topics`: status, round, results, settlements, scoreboard, info, devices/+;
 never ``floor/``, ``alarms`` or ``cmd/``), feeds every message into a
-:class:`~daemon.signage.view.SignageView` and wakes the browsers. It reconnects on its own with
-exponential backoff and jitter. Until it first connects the page says "connecting"; once connected,
-losing the broker shows "feed offline" until it is back.
+:class:`~daemon.signage.view.SignageView` and wakes the browsers. It reconnects on its own with the
+one reconnect backoff of tablesense (:class:`drivers.backoff.Backoff`: exponential from 0.2 s, full
+jitter, never more than 5 s, so a returning broker is used within seconds). Until it first connects the
+page says "connecting"; once connected, losing the broker shows "feed offline" until it is back.
 
 HTTP routes:
     ``GET /``            the page (static/index.html; plain HTML/CSS/JS, no third-party code);
@@ -38,6 +39,7 @@ from tablesense.daemon.broker_auth import BrokerAuth
 from tablesense.daemon.logging import get_logger
 from tablesense.daemon.resources import data_path
 from tablesense.daemon.signage.view import SignageView
+from tablesense.drivers.backoff import Backoff
 
 __all__ = ["SignageServer", "parse_hostport", "public_topics", "start_signage"]
 
@@ -84,23 +86,28 @@ class SignageServer:
     Args:
         broker_host / broker_port: the MQTT broker.
         table: the table id. prefix: the topic prefix (default ``tablesense``).
-        backoff_min / backoff_max: reconnect delay bounds in seconds (exponential, full jitter).
+        backoff_min / backoff_max: reconnect delay bounds in seconds (:class:`drivers.backoff.Backoff`:
+            the first failure's ceiling and the longest delay; exponential, full jitter).
         info: a ``tablesense.table_info`` payload (:func:`daemon.signage.info.table_info`) shown until
             one arrives on ``{prefix}/{table}/info``.
         auth: TLS context and user name/password for the broker (:mod:`daemon.broker_auth`; the
             production broker's ``signage-<table>`` user may read exactly :func:`public_topics`).
+        rng: random source of the backoff's jitter (tests pass a seeded or recording one).
+
+    Raises:
+        ValueError: unless ``0 < backoff_min <= backoff_max``.
     """
 
     def __init__(self, broker_host: str, broker_port: int, table: str, prefix: str = "tablesense",
                  backoff_min: float = 0.2, backoff_max: float = 5.0,
-                 info: dict[str, Any] | None = None, auth: BrokerAuth | None = None) -> None:
+                 info: dict[str, Any] | None = None, auth: BrokerAuth | None = None,
+                 rng: random.Random | None = None) -> None:
         self.auth = auth or BrokerAuth()
         self.broker_host = broker_host
         self.broker_port = broker_port
         self.table = table
         self.prefix = prefix
-        self.backoff_min = backoff_min
-        self.backoff_max = backoff_max
+        self.backoff = Backoff(backoff_min, backoff_max, rng=rng)
         self.view = SignageView(table, prefix)
         if info is not None:
             self.view.handle("info", info)
@@ -144,14 +151,14 @@ class SignageServer:
 
     async def run_mqtt(self) -> None:
         """Subscribe and follow the table until cancelled; reconnect with backoff on any broker error."""
-        attempt = 0
+        backoff = self.backoff
         while not self._closing:
             try:
                 async with aiomqtt.Client(self.broker_host, self.broker_port, keepalive=10,
                                           timeout=5, **self.auth.client_kwargs()) as client:
                     for topic in public_topics(self.prefix, self.table):
                         await client.subscribe(topic, qos=1)
-                    attempt = 0
+                    backoff.reset()
                     self.view.set_broker("connected")
                     await self._notify()
                     async for message in client.messages:
@@ -163,15 +170,13 @@ class SignageServer:
             except (aiomqtt.MqttError, OSError) as exc:
                 if not self._closing:
                     log.warning("signage_broker_unreachable", broker=f"{self.broker_host}:{self.broker_port}",
-                                error=str(exc), attempt=attempt)
+                                error=str(exc), attempt=backoff.failures)
             if self._closing:
                 break
             if self.view.broker == "connected":  # never connected yet: the page keeps saying "connecting"
                 self.view.set_broker("disconnected")
                 await self._notify()
-            delay = min(self.backoff_max, self.backoff_min * 2 ** attempt)
-            attempt = min(attempt + 1, 16)
-            await asyncio.sleep(random.uniform(delay / 2, delay))
+            await asyncio.sleep(backoff.next_delay())
 
     # --- HTTP side --------------------------------------------------------------------------------
 

@@ -18,8 +18,9 @@ What is shown when (the rules decide what is public; the daemon publishes it at 
   ``results`` (baccarat: Player and Banker; blackjack: each box's first two cards and the dealer's up
   card; UTH: each seat, the dealer and the board, all revealed together at the reveal);
 * pair results per box or seat (blackjack, UTH) from each pair settlement as it is published (blackjack
-  Perfect Pairs settles once the box's two cards are out, seed 001; Ultimate Pairs at the reveal,
-  58 Pa. Code § 653b.5(e)), completed by ``results``; pair banners (baccarat, § 627c.1) likewise;
+  Perfect Pairs settles once the box's two cards are out, Perfect Pairs rule sheet rule 8; Ultimate
+  Pairs at the reveal, 58 Pa. Code § 653b.5(e)), completed by ``results``; pair banners (baccarat,
+  § 627c.1) likewise;
 * the last round's results, banners and box results stay until the next round's betting closes: for
   blackjack and UTH its ``dealing`` phase (no more bets), for baccarat its first card.
 

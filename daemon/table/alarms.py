@@ -86,7 +86,7 @@ ALARMS: dict[AlarmCode, AlarmSpec] = {
         Severity.WARNING, False, False, "a sensed stake outside the wager's table minimum/maximum"),
     AlarmCode.PP_WITHOUT_BLACKJACK: AlarmSpec(
         Severity.WARNING, False, False,
-        "a Perfect Pairs wager on a box with no blackjack wager: returned (seed 001 rule 2)"),
+        "a Perfect Pairs wager on a box with no blackjack wager: returned (Perfect Pairs rule sheet rule 2)"),
     AlarmCode.DEVICE_LOST: AlarmSpec(
         Severity.CRITICAL, True, True,
         "the shoe disconnected mid-round: held until it is back online, or a supervisor voids"),

@@ -2,10 +2,10 @@
 
 One card face up to each box holding a wager, in seat order from the dealer's left; the dealer's up
 card; a second card to each box; the dealer's hole card (face down; not dealt on no-hole-card tables,
-``[blackjack] hole_card = false``). Perfect Pairs is decided as soon as a box has its two cards (seed 001
-rule 8) by :func:`daemon.rules.blackjack.settle_blackjack`. Later cards (hits, doubles, splits, dealer
-draws) are kept for the floor record only and never made public. The round ends on the dealer's
-round-end button or the next no-more-bets.
+``[blackjack] hole_card = false``). Perfect Pairs is decided as soon as a box has its two cards
+(Perfect Pairs rule sheet rule 8) by :func:`daemon.rules.blackjack.settle_blackjack`. Later cards
+(hits, doubles, splits, dealer draws) are kept for the floor record only and never made public. The
+round ends on the dealer's round-end button or the next no-more-bets.
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ BURN = "burn"
 """Position name of a card burned inside a round (UTH ``burn_before_board``)."""
 
 UNSETTLED_BETS = frozenset({Bet.BLACKJACK, Bet.ANTE})
-"""Wagers tablesense senses only for eligibility and never settles (seed 001 rule 2; § 653b.5(a))."""
+"""Wagers tablesense senses only for eligibility and never settles (Perfect Pairs rule sheet rule 2;
+58 Pa. Code § 653b.5(a))."""
 
 
 class Face(StrEnum):
