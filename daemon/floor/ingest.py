@@ -326,6 +326,7 @@ class Ingestor:
 
     async def _derived(self, tx: Tx, msg: Message, table: str, epoch: str, ts: str, raw: bytes) -> None:
         if isinstance(msg, SettlementMessage):
+            changed = await self._changed_after_lock(tx, table, epoch, msg)
             rules = await self._table_rules(tx, table)
             edge = house_edge(rules.game, rules.decks, rules.paytables, rules.commission, msg.bet, msg.hand)
             await tx.execute(
@@ -336,7 +337,7 @@ class Ingestor:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (msg.msg_id, table, epoch, msg.seq, _int(msg.shoe), _int(msg.round), ts, msg.spot, msg.seat,
                  msg.bet, msg.hand, msg.stake, msg.outcome, msg.category, msg.odds, msg.net, msg.commission,
-                 msg.changed_after_lock, rules.game, edge[0] if edge else None,
+                 changed, rules.game, edge[0] if edge else None,
                  _fraction_text(edge[1]) if edge else None))
         elif isinstance(msg, FloorRound):
             chain = _CHAIN.decode(raw)
@@ -354,6 +355,12 @@ class Ingestor:
                  msg.opened_ts, msg.locked_ts, msg.completed_ts, _JSON.encode(msg.cards).decode(),
                  _JSON.encode(msg.burns).decode(), json.dumps(results, separators=(",", ":")),
                  chain.chain_seq, chain.chain_head))
+            flagged = sorted({(s.spot, s.bet) for s in msg.settlements if s.changed_after_lock})
+            for spot, bet in flagged:  # settlements stored before their round's record
+                await tx.execute(
+                    "UPDATE settlements SET changed_after_lock = TRUE WHERE table_id = ? AND epoch = ? AND "
+                    "shoe = ? AND round = ? AND spot = ? AND bet = ?",
+                    (table, epoch, _int(msg.shoe), _int(msg.round), spot, bet))
             for i, w in enumerate(msg.wagers):
                 await tx.execute(
                     "INSERT INTO wagers (round_msg_id, idx, table_id, shoe, round, spot, seat, bet, hand, "
@@ -379,6 +386,22 @@ class Ingestor:
                 (msg.msg_id, table, epoch, msg.seq, _int(msg.shoe), _int(msg.round), ts, msg.alarm_id,
                  msg.code,
                  msg.severity, msg.text, msg.state, msg.held, msg.seat, msg.spot, msg.device))
+
+    async def _changed_after_lock(self, tx: Tx, table: str, epoch: str, msg: SettlementMessage) -> bool:
+        """Whether the floor record of ``msg``'s round (if already stored) marks its spot as changed after
+        the wagers were locked (past-posting). The public settlement does not carry it (signage reads
+        it); a round record that arrives later sets it on the settlements already stored."""
+        rows = await tx.fetchall("SELECT results FROM rounds WHERE table_id = ? AND epoch = ? AND shoe = ? "
+                                 "AND round = ?", (table, epoch, _int(msg.shoe), _int(msg.round)))
+        for (results,) in rows:
+            try:
+                settled = json.loads(str(results)).get("settlements") or []
+            except (ValueError, AttributeError):
+                continue
+            if any(isinstance(s, dict) and s.get("spot") == msg.spot and s.get("bet") == msg.bet
+                   and s.get("changed_after_lock") is True for s in settled):
+                return True
+        return False
 
     async def _table_rules(self, tx: Tx, table: str) -> _Rules:
         rules = self._rules.get(table)
