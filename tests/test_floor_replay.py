@@ -289,7 +289,8 @@ async def test_a_member_of_the_floors_share_group_costs_nothing_and_few_ranged_r
                 from None
         holes = sum(1 for s in set(stolen) if s - 1 not in set(stolen))
         assert len(stolen) > 50 and holes >= 20, (len(stolen), holes)
-        assert 1 <= len(table.replays) <= 4, table.replays  # not one request per hole
+        # not one request per hole: a few ranges (holes fall due over the seconds the rounds take)
+        assert 1 <= len(table.replays) <= 8 and 5 * len(table.replays) <= holes, (holes, table.replays)
         assert all(hi - lo < 10_000 for lo, hi in table.replays)
         sent = [str(r[0])[:19] for r in await service.db.fetchall("SELECT sent_at FROM replay_requests")]
         assert max(sent.count(s) for s in sent) <= MAX_REQUESTS_PER_TABLE  # per audit pass (1 a second)
