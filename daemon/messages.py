@@ -396,10 +396,12 @@ class SettlementMessage(Message, frozen=True, tag="tablesense.settlement"):
         odds: odds paid on a win, e.g. ``"25 to 1"``, else ``None``.
         net: signed minor units for the player (winnings less commission, ``-stake`` on a loss).
         commission: minor units of commission on a Banker win (owed, § 631a.13).
-        changed_after_lock: the spot changed after the wagers were locked (past-posting); this
-            settlement is at the locked value regardless.
         commission_rule: on every Banker wager at a table that takes commission, the rule the
             commission was computed by (rate and rounding), whatever the outcome; else ``None``.
+
+    Whether the spot changed after the wagers were locked (past-posting) is not here: signage reads
+    this topic, so it is only in the floor record (:class:`SettlementRecord` ``changed_after_lock``)
+    and the alarm, which the floor reads.
     """
 
     spot: str
@@ -412,7 +414,6 @@ class SettlementMessage(Message, frozen=True, tag="tablesense.settlement"):
     odds: str | None
     net: int
     commission: int = 0
-    changed_after_lock: bool = False
     commission_rule: CommissionInfo | None = None
 
 

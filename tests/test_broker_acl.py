@@ -48,10 +48,15 @@ GUARD_S = 15.0
 OPENSSL = shutil.which("openssl")
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd") or (
     "/usr/bin/mosquitto_passwd" if os.access("/usr/bin/mosquitto_passwd", os.X_OK) else None)
+DYNSEC = next((str(p) for pattern in ("/usr/lib/*/mosquitto_dynamic_security.so",
+                                      "/usr/lib/mosquitto_dynamic_security.so",
+                                      "/usr/local/lib/mosquitto_dynamic_security.so")
+               for p in sorted(Path("/").glob(pattern.lstrip("/")))), None)
 pytestmark = pytest.mark.skipif(
-    mosquitto_binary() is None or OPENSSL is None or MOSQUITTO_PASSWD is None,
-    reason="needs the mosquitto and mosquitto_passwd binaries (Debian package mosquitto) and openssl: "
-           "the password file must be made by mosquitto_passwd itself, never by hand")
+    mosquitto_binary() is None or OPENSSL is None or MOSQUITTO_PASSWD is None or DYNSEC is None,
+    reason="needs the mosquitto and mosquitto_passwd binaries and the dynamic security plugin (Debian "
+           "package mosquitto) and openssl: the password file must be made by mosquitto_passwd itself, "
+           "never by hand")
 
 
 # ------------------------------------------------------------------------------------ certificates
@@ -102,6 +107,8 @@ def shipped_config(d: Path, port: int, cert_port: int) -> str:
         r"^certfile .*$": f"certfile {d / 'broker.pem'}",
         r"^keyfile .*$": f"keyfile {d / 'broker.key'}",
         r"^persistence_location .*$": f"persistence_location {d}/",
+        r"^plugin .*mosquitto_dynamic_security\.so$": f"plugin {DYNSEC}",
+        r"^plugin_opt_config_file .*$": f"plugin_opt_config_file {d / 'dynsec.json'}",
     }
     for pattern, new in replacements.items():
         text, n = re.subn(pattern, new, text, flags=re.MULTILINE)
@@ -132,6 +139,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         subprocess.run(args, check=True, capture_output=True, timeout=30)
     port, cert_port = free_port(), free_port()
     conf = d / "mosquitto.conf"
+    shutil.copyfile(DEPLOY / "dynsec.json", d / "dynsec.json")  # verbatim (the plugin may rewrite its file)
     conf.write_text(shipped_config(d, port, cert_port))
     binary = mosquitto_binary()
     assert binary is not None
@@ -590,3 +598,68 @@ async def test_replay_is_for_the_floor_and_health_for_signage_too(broker: Broker
         assert not any("/replay/" in t for t in seen), seen
     assert topics(got_table)[-1] == f"{base}/status"
     assert f"{base}/status" not in topics(got_other)
+
+
+# ------------------------------------------------------------------------------------ shared subscriptions
+
+def _floor_filters() -> list[str]:
+    from tablesense.daemon.floor.consumer import FloorSettings, subscriptions
+
+    return subscriptions(FloorSettings("127.0.0.1", 1), True)
+
+
+async def test_only_the_floor_may_join_its_shared_subscription(broker: Broker) -> None:
+    """Mosquitto 2.0's acl_file does not check SUBSCRIBE: with it alone, signage joined the floor's group
+    ``$share/floor/...`` and was handed its share of the floor's messages (those of its own table taken
+    from the floor, the others dropped by the broker). The shipped config refuses ``$share/`` to every
+    user but the floor's (the dynamic security plugin, deploy/mosquitto/dynsec.json): SUBACK 0x87; the
+    two floor processes share every message between them, none lost."""
+    shared = [f for f in _floor_filters() if f.startswith("$share/")]
+    assert "$share/floor/tablesense/+/settlements" in shared
+    others = (f"signage-{T1}", "surveillance", f"table-{T1}", f"table-{T2}")
+    async with connected(client(broker, "floor-1")) as f1, connected(client(broker, "floor-2")) as f2, \
+            connected(client(broker, f"signage-{T1}")) as signage, \
+            connected(client(broker, "surveillance")) as surv, \
+            connected(client(broker, f"table-{T1}")) as t1, connected(client(broker, f"table-{T2}")) as t2:
+        for user, c in zip(others, (signage, surv, t1, t2), strict=True):
+            for flt in [*shared, "$share/floor/tablesense/#", "$share/x/tablesense/+/settlements"]:
+                assert sub_codes(await c.subscribe(flt, qos=1)) == [0x87], (user, flt)
+        for c in (f1, f2):
+            for flt in shared:
+                assert sub_codes(await c.subscribe(flt, qos=1)) == [1], flt
+            await c.subscribe("tablesense/+/status", qos=1)  # each floor's own: the sentinels
+        # signage still reads its own table's public topics the ordinary way
+        assert sub_codes(await signage.subscribe(f"tablesense/{T1}/settlements", qos=1)) == [1]
+        tokens = [uuid.uuid4().hex.encode() for _ in range(20)]
+        for i, tok in enumerate(tokens):
+            table, name = (t1, T1) if i % 2 else (t2, T2)
+            await pub(table, f"tablesense/{name}/settlements", b"settlement " + tok)
+        await pub(t1, f"tablesense/{T1}/status", b"sentinel")
+        got1 = await read_until(f1, is_payload(b"sentinel"))
+        got2 = await read_until(f2, is_payload(b"sentinel"))
+        got_signage = await read_until(signage, is_payload(b"settlement " + tokens[-1]))  # a T1 one
+    floor_got = sorted(m.payload for m in got1 + got2 if str(m.topic).endswith("/settlements"))
+    assert floor_got == sorted(b"settlement " + t for t in tokens)  # every one, once
+    assert got1 and got2
+    # signage saw its own table's settlements on its own subscription, nothing of the other table
+    assert all(str(m.topic) == f"tablesense/{T1}/settlements" for m in got_signage)
+
+
+def test_every_user_but_the_floors_is_kept_out_of_shared_subscriptions() -> None:
+    """deploy/mosquitto/acl and dynsec.json agree: each ``user`` of the ACL that is not a floor process
+    (``floor-N``) is in dynsec.json with the role refusing ``$share/#`` (a user missing there could join
+    the floor's group: the plugin leaves unknown users to acl_file, which allows every SUBSCRIBE), and
+    no floor user is (the floor shares its load that way)."""
+    import json
+
+    acl_users = re.findall(r"^user (\S+)$", (DEPLOY / "acl").read_text(), flags=re.MULTILINE)
+    conf = json.loads((DEPLOY / "dynsec.json").read_text())
+    [role] = [r for r in conf["roles"] if r["rolename"] == "no-shared-subscriptions"]
+    assert role["acls"] == [{"acltype": "subscribePattern", "topic": "$share/#", "priority": 0,
+                             "allow": False}]
+    kept_out = {c["username"] for c in conf["clients"]
+                if {"rolename": "no-shared-subscriptions"} in c.get("roles", [])}
+    assert not any("password" in c for c in conf["clients"])  # passwords stay in the password file
+    floors = {u for u in acl_users if re.fullmatch(r"floor-\d+", u)}
+    assert floors and set(acl_users) - floors == kept_out
+    assert all(v is False for v in conf["defaultACLAccess"].values())  # everything else: acl_file

@@ -216,3 +216,49 @@ async def test_acknowledged_only_after_commit(db_url: str, broker: MosquittoBrok
     finally:
         await table.stop()
         await service.stop()
+
+
+async def test_past_posting_mark_is_in_the_floor_record_only_never_on_public_settlements(db_url: str) -> None:
+    """A Player bet raised after the wagers were locked (the real state machine): the public
+    ``settlements`` message, which signage reads, does not say so; the floor record does, and the floor's
+    ``settlements`` row carries it whichever of the two the floor stores first."""
+    import msgspec
+    from machine_support import Driver, baccarat_config
+
+    from tablesense.daemon.messages import encode_message
+    from tablesense.daemon.table import Channel
+    from tablesense.drivers.events import Button
+
+    d = Driver(baccarat_config())
+    d.bet("1P", 1000)
+    d.bet("1PP", 1000)
+    d.button(Button.NO_MORE_BETS)
+    d.card("9H")
+    d.bet("1P", 50000)  # past-posting
+    d.cards("3D KS KC")
+    assert [s.changed_after_lock for s in d.floor()[-1].settlements if s.spot == "1P"] == [True]
+    for e in d.emits:
+        if e.channel in (Channel.SETTLEMENTS, Channel.RESULTS, Channel.ROUND):
+            assert b"changed_after_lock" not in encode_message(e.message), e.channel
+    emits = [e for e in d.emits if e.channel in (Channel.SETTLEMENTS, Channel.FLOOR_ROUNDS)]
+    items = [Incoming(f"tablesense/t1/{e.channel.value}", encode_message(msgspec.structs.replace(
+        e.message, seq=i, msg_id=f"t1-0a0b0c0d-{i}"))) for i, e in enumerate(emits, 1)]
+    record_first = [items[-1], *items[:-1]]
+    for order in (items, record_first):
+        db = open_database(db_url)
+        try:
+            await migrate(db)
+            async with db.transaction() as tx:
+                await tx.execute("DELETE FROM settlements")
+                await tx.execute("DELETE FROM commands")
+                await tx.execute("DELETE FROM wagers")
+                await tx.execute("DELETE FROM rounds")
+                await tx.execute("DELETE FROM messages")
+            for item in order:  # one transaction each: as two floor processes would commit them
+                async with db.transaction() as tx:
+                    [o] = await Ingestor().apply(tx, [item])
+                    assert o.kind == "stored", o
+            rows = await db.fetchall("SELECT spot, changed_after_lock FROM settlements ORDER BY spot")
+        finally:
+            await db.close()
+        assert [(str(s), bool(c)) for s, c in rows] == [("1P", True), ("1PP", False)], order

@@ -14,6 +14,7 @@ branches): until they are merged a daemon answers ``cmd/replay`` as an unknown c
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,78 @@ async def test_broker_killed_while_the_floor_was_away_daemon_replays_the_tail(tm
             await sim.close()
             await service.stop()
             broker.stop()
+
+
+async def test_broker_restarts_raise_no_chain_alarm_but_a_rewound_journal_does(tmp_path: Path) -> None:
+    """A real daemon's retained status carries its journal's chain head, the link after the last row:
+    delivery marks and inputs move it while ``chain_seq`` (the last seq) stays. Honest broker restarts
+    (each reconnect publishes a new status) raise no ``CHAIN_DISCONTINUITY``; the same floor still
+    raises it when the table's status names a chain seq below a floor record it already holds."""
+    broker = MosquittoBroker(tmp_path / "broker")
+    broker.start()
+    async with pg_url() as url:
+        service = service_for(broker.host, broker.port, url)
+        await service.start()
+        await wait_for(lambda: service.consumer.connected, 15, "the floor to connect")
+        (tmp_path / "t").mkdir()
+        config, sim, daemon, rec = await start_table(broker, tmp_path / "t", "baccarat", seed=73)
+        journal = tmp_path / "t" / "journal"
+        table = config.table
+
+        async def caught_up() -> bool:
+            return await floor_ids(service.db, table) == journal_ids(journal)
+
+        async def statuses() -> list[tuple[int, str]]:
+            rows = await service.db.fetchall("SELECT chain_seq, chain_head FROM tables WHERE table_id = ?",
+                                             (table,))
+            return [(int(a), str(b)) for a, b in rows if a is not None]
+
+        try:
+            heads: set[tuple[int, str]] = set()
+            for rounds in (2, 1, 0, 0):
+                if rounds:
+                    dealer = Dealer(sim, gap=0.2, max_rounds=rounds).start()
+                    await dealer.wait_rounds(rounds, 60)
+                    await dealer.stop()
+                await wait_for(caught_up, 60, "the floor to hold the journal")
+                await asyncio.sleep(1.5)  # heartbeats and delivery marks reach the journal
+                before = service.consumer.connects
+                broker.stop()
+                broker.start()
+                await wait_for(lambda b=before: service.consumer.connects > b, 30, "the floor to reconnect")
+                await wait_for(lambda h=set(heads): _new_status(statuses, h), 30, "the daemon's new status")
+                heads.update(await statuses())
+            assert len({seq for seq, _ in heads}) < len(heads), (
+                f"no two statuses with one chain seq and different heads: {heads}")
+            alarms = await service.db.fetchall("SELECT text FROM floor_alarms WHERE code = "
+                                               "'CHAIN_DISCONTINUITY'")
+            assert alarms == [], alarms
+            # a journal that went back: a status (published after them) below the records the floor holds
+            records = await service.db.fetchall("SELECT MAX(chain_seq) FROM chain_marks WHERE table_id = ?",
+                                                (table,))
+            assert int(records[0][0]) > 3
+            import json
+
+            from tablesense.daemon.floor.alarms import now_iso
+            from tablesense.daemon.floor.ingest import Incoming, Ingestor
+            status = {"schema": "tablesense.status", "version": 1, "table": table, "ts": now_iso(),
+                      "state": "online", "epoch": (await service.db.fetchall(
+                          "SELECT epoch FROM tables WHERE table_id = ?", (table,)))[0][0],
+                      "last_seq": 3, "chain_seq": 3, "chain_head": "0" * 64}
+            async with service.db.transaction() as tx:
+                await Ingestor().apply(tx, [Incoming(f"tablesense/{table}/status",
+                                                     json.dumps(status).encode(), True, now_iso())])
+            texts = [str(r[0]) for r in await service.db.fetchall(
+                "SELECT text FROM floor_alarms WHERE code = 'CHAIN_DISCONTINUITY'")]
+            assert texts and all("went back" in t for t in texts), texts
+        finally:
+            daemon.kill()
+            await rec.stop()
+            await sim.close()
+            await service.stop()
+            broker.stop()
+
+
+async def _new_status(statuses: Callable[[], Awaitable[list[tuple[int, str]]]],
+                      seen: set[tuple[int, str]]) -> bool:
+    return any(s not in seen for s in await statuses())

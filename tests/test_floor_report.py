@@ -106,7 +106,8 @@ def check(report: list[dict[str, object]]) -> None:
     assert (d1["rounds"], d1["handle"], d1["player_net"], d1["house_win"], d1["commission"]) == (
         2, "205.00", "-10.00", "10.00", "5.00")
     assert d1["hold_pct"] == decimal_text(Fraction(1000, 20500) * 100, 4) == "4.8780"
-    assert d1["theo_win"] == decimal_text(expected_theo_day1(), 2)
+    # 20000 cents x 1.0579% + 500 cents x 4.0964% = 232.06 cents: $2.32 (in the handle's units)
+    assert d1["theo_win"] == "2.32" and round(expected_theo_day1()) == 232
     assert Fraction(str(d1["theo_win_exact_minor"])) == expected_theo_day1()
     assert (d1["void_rounds"], d1["void_stake"]) == (0, "0.00")
     # day 2: the void round apart, a Player win and a Perfect Pair at 25 to 1
@@ -173,3 +174,87 @@ def test_money_and_decimals_are_exact() -> None:
     assert money(-1250, 2) == "-12.50" and money(5, 3) == "0.005" and money(7, 0) == "7"
     assert decimal_text(Fraction(1, 8), 2) == "0.12"  # half to even
     assert decimal_text(Fraction(3, 8), 2) == "0.38"
+
+
+# ---------------------------------------------------------------------- theoretical win in handle's units
+
+async def test_theoretical_win_is_handle_times_edge_in_the_units_of_the_handle(tmp_path: Path) -> None:
+    """One Banker wager of $1,000.00 (100000 cents) at 8 decks, 5% commission: theo = 100000 cents x
+    114753351728/10847218479825 (the exact edge, 1.0579...%) = 1057.9... cents = $10.58 -- not $1,057.89
+    (the minor units printed as if they were major units, 100 times too large)."""
+    edge = EDGE[("banker", None)]
+    assert edge == Fraction(114753351728, 10847218479825)
+    ts = "2026-12-01T15:00:00.000Z"
+    msgs: list[tuple[str, Message]] = [
+        ("info", TableInfo(table="bac-31", ts=ts, shoe=1, game="baccarat", decks=8, currency="USD",
+                           minor_unit=2, commission="5%", wagers=())),
+        ("settlements", SettlementMessage(table="bac-31", ts=ts, shoe=1, round=1, spot="1", seat="1",
+                                          bet="banker", hand=None, stake=100000, outcome="lose",
+                                          category="lose", odds=None, net=-100000)),
+    ]
+    url = f"sqlite:///{tmp_path / 'floor.sqlite'}"
+    db = open_database(url)
+    try:
+        await migrate(db)
+        async with db.transaction() as tx:
+            await Ingestor().apply(tx, [Incoming(f"tablesense/bac-31/{ch}", encode_message(
+                msgspec.structs.replace(m, seq=i, msg_id=f"bac-31-{EPOCH}-{i}"))) for i, (ch, m) in
+                enumerate(msgs, 1)])
+        [dt] = await build_report(db, GamingDay(6, "UTC"))
+    finally:
+        await db.close()
+    assert dt.totals.handle == 100000 and dt.totals.theo == 100000 * edge  # exact, in minor units
+    from tablesense.daemon.floor.accounting import render_csv, render_json
+    totals = json.loads(render_json([dt]))[0]["totals"]
+    assert (totals["handle"], totals["theo_win"], totals["theo_hold_pct"]) == ("1000.00", "10.58", "1.0579")
+    assert Fraction(totals["theo_win_exact_minor"]) == 100000 * edge
+    [row] = [r for r in csv.DictReader(io.StringIO(render_csv([dt]))) if r["level"] == "table"]
+    assert (row["handle"], row["theo_win"]) == ("1000.00", "10.58")
+    # theo never exceeds the handle for an edge below 100%: the printed amounts agree in magnitude
+    assert Fraction(totals["theo_win"]) < Fraction(totals["handle"])
+    from tablesense.daemon.floor.accounting import money_exact
+    assert money_exact(Fraction(21158, 10), 2) == "21.16" and money_exact(Fraction(5, 2), 0) == "2"
+
+
+# ---------------------------------------------------------------------- a round voided after a payout
+
+async def test_settlements_paid_before_a_round_was_voided_stay_in_the_figures(tmp_path: Path) -> None:
+    """The daemon's own messages (the real state machine): a Perfect Pairs wager wins on the first four
+    cards (the Player's pair 5♥ 5♦) and is paid; then the floor voids the round: only the wager not yet
+    settled (the Player bet) is settled ``void``. The report keeps the paid pair in the handle and the
+    win, shows the round as void and only the void Player bet apart."""
+    from machine_support import Driver, baccarat_config
+
+    from tablesense.daemon.table import Channel
+    from tablesense.drivers.events import Button
+
+    d = Driver(baccarat_config())
+    d.bet("1P", 1000)
+    d.bet("1PP", 1000)
+    d.button(Button.NO_MORE_BETS)
+    d.cards("5H 2C 5D 3C")
+    [pp] = d.settlements()
+    assert (pp.spot, pp.outcome) == ("1PP", "win") and pp.net > 0
+    assert d.command("void_round", shoe="1", round="1", reason="misdeal").ok
+    assert sorted((s.spot, s.outcome) for s in d.settlements()) == [("1P", "void"), ("1PP", "win")]
+    assert d.floor()[-1].void
+    journaled = (Channel.SETTLEMENTS, Channel.FLOOR_ROUNDS, Channel.RESULTS, Channel.ALARMS)
+    items = [Incoming(f"tablesense/t1/{e.channel.value}", encode_message(msgspec.structs.replace(
+        e.message, seq=i, msg_id=f"t1-{EPOCH}-{i}"))) for i, e in enumerate(
+        [e for e in d.emits if e.channel in journaled], 1)]
+    db = open_database(f"sqlite:///{tmp_path / 'floor.sqlite'}")
+    try:
+        await migrate(db)
+        async with db.transaction() as tx:
+            got = await Ingestor().apply(tx, items)
+        assert {o.kind for o in got} == {"stored"}
+        [dt] = await build_report(db, GamingDay(0, "UTC"))
+    finally:
+        await db.close()
+    t = dt.totals
+    assert (t.rounds, t.void_rounds) == (0, 1)  # the round itself is void
+    assert (t.wagers, t.handle, t.player_net) == (1, 1000, pp.net)  # the paid pair counts
+    assert t.house_win == -pp.net
+    assert (t.void_wagers, t.void_stake) == (1, 1000)  # only the Player bet returned
+    [line] = [w for w in dt.wagers if w.bet == "perfect_pairs"]
+    assert (line.figures.rounds, line.figures.handle, line.figures.player_net) == (1, 1000, pp.net)

@@ -103,8 +103,10 @@ def test_past_posting_alarm_names_seat_and_spot_and_settles_at_the_locked_value(
     assert (a.code, a.seat, a.spot, a.severity) == ("PAST_POSTING", "1", "1P", "critical")
     d.cards("3D KS KC")
     player = next(s for s in d.settlements() if s.spot == "1P")
-    assert (player.stake, player.net, player.changed_after_lock) == (1000, 1000, True)
+    assert (player.stake, player.net) == (1000, 1000)
     floor = d.floor()[-1]
+    # the past-posting mark is in the floor record only, never on the public settlement (signage)
+    assert [s.changed_after_lock for s in floor.settlements if s.spot == "1P"] == [True]
     after = [c for c in floor.spot_changes if c.after_lock]
     assert [(c.spot, c.amount) for c in after] == [("1P", 50000)]
 
@@ -128,7 +130,8 @@ def test_presence_only_change_after_lock_is_not_called_a_past_post() -> None:
     assert (a.code, a.spot) == ("PRESENCE_CHANGED_AFTER_LOCK", "2PP")
     d.cards("9D KS KC")
     (s,) = d.settlements()
-    assert (s.stake, s.changed_after_lock) == (500, True)
+    assert s.stake == 500
+    assert [r.changed_after_lock for r in d.floor()[-1].settlements] == [True]
 
 
 def test_pads_going_to_locked_with_the_same_amount_is_not_a_change() -> None:

@@ -8,16 +8,24 @@ handle) and ``theo`` (theoretical win: handle x the exact house edge of that wag
 decks and paytable, :func:`.edges.house_edge`, the analysis ``tablesense analyze`` prints), with
 ``theo_hold`` = theo / handle.
 
-Void rounds (a ``floor/rounds`` record with ``void`` true) and void settlements (outcome ``void``: the
-stake returned) are excluded from every figure above and shown apart: ``void_rounds``, ``void_wagers``
-and ``void_stake``. Only wagers tablesense settles are counted (the pair side wagers and the baccarat
-wagers; a blackjack or UTH main wager is locked but settled by the dealer, not here).
+Void settlements (outcome ``void``: the stake returned, nothing won or lost) are excluded from every
+figure above and shown apart: ``void_wagers`` and ``void_stake``; void rounds (a ``floor/rounds`` record
+with ``void`` true) are counted apart in ``void_rounds``, not in ``rounds``. A void round's settlements
+are judged one by one, as the daemon made them: ``void_round`` (and the dealer's void button) settles
+``void`` only the wagers not yet settled (docs/state-machine.md, "void_round"; irregularities, rules.md
+§1.8); a wager the rules had already decided before the round was voided (a Perfect Pairs wager on
+the first two cards of its hand) was won or lost and paid or collected, and its settlement stays in the
+handle, the win and the theoretical win. Only wagers tablesense settles are counted (the pair side
+wagers and the baccarat wagers; a blackjack or UTH main wager is locked but settled by the dealer, not
+here).
 
 A settlement belongs to the gaming day of its own time (``ts``, the time of the card that decided it):
 the gaming day D runs from ``start_hour`` o'clock on D to ``start_hour`` o'clock on D + 1 in the casino's
 time zone (daylight saving handled by :mod:`zoneinfo`). Money is integer minor units throughout and
-printed as exact decimals (:func:`money`); hold percentages and theoretical win are exact fractions,
-printed rounded half to even (:func:`decimal_text`).
+printed as exact decimals (:func:`money`); the theoretical win is an exact fraction of a minor unit, in
+the same units as the handle, printed in major units rounded half to even to the minor unit
+(:func:`money_exact`); hold percentages are exact fractions printed rounded half to even
+(:func:`decimal_text`).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ __all__ = [
     "build_report",
     "decimal_text",
     "money",
+    "money_exact",
     "render_csv",
     "render_json",
     "render_table",
@@ -196,14 +205,13 @@ async def build_report(db: Database, gaming_day: GamingDay, day: date | None = N
         where = " AND s.table_id = ?" if table else ""
         rows = await db.fetchall(
             cte + "SELECT d.day, s.table_id, s.shoe, s.bet, s.hand, s.paytable, s.house_edge, "
-            "CASE WHEN s.outcome = 'void' OR COALESCE(r.void, FALSE) THEN 1 ELSE 0 END AS voided, "
+            "CASE WHEN s.outcome = 'void' THEN 1 ELSE 0 END AS voided, "
             "COUNT(DISTINCT s.epoch || ':' || s.round), COUNT(*), SUM(s.stake), SUM(s.net), "
             "SUM(s.commission) "
             "FROM settlements s JOIN d ON s.ts >= d.lo AND s.ts < d.hi "
-            "LEFT JOIN rounds r ON r.table_id = s.table_id AND r.epoch = s.epoch AND r.shoe = s.shoe AND "
-            f"r.round = s.round WHERE 1 = 1{where} "
+            f"WHERE 1 = 1{where} "
             "GROUP BY d.day, s.table_id, s.shoe, s.bet, s.hand, s.paytable, s.house_edge, "
-            "CASE WHEN s.outcome = 'void' OR COALESCE(r.void, FALSE) THEN 1 ELSE 0 END",
+            "CASE WHEN s.outcome = 'void' THEN 1 ELSE 0 END",
             params + ([table] if table else []))
         round_rows = await db.fetchall(
             cte + "SELECT d.day, r.table_id, r.shoe, CASE WHEN r.void THEN 1 ELSE 0 END, COUNT(*) "
@@ -303,9 +311,19 @@ def money(minor: int, digits: int) -> str:
 
 
 def decimal_text(x: Fraction, places: int) -> str:
-    """``x`` rounded half to even to ``places`` decimals (exact arithmetic), e.g. ``"12.35"``."""
+    """``x`` rounded half to even to ``places`` decimals (exact arithmetic), e.g. ``"12.35"``.
+
+    ``x`` is a plain number (a percentage, a ratio); for an amount in minor units use :func:`money_exact`.
+    """
     q = round(x * 10**places)
     return money(q, places)
+
+
+def money_exact(minor: Fraction, digits: int) -> str:
+    """An exact amount in minor units (e.g. a theoretical win: handle in minor units x house edge) as
+    currency text in major units with ``digits`` places, rounded half to even to the minor unit:
+    ``money_exact(Fraction(21158, 10), 2) == "21.16"`` (2115.8 cents)."""
+    return money(round(minor), digits)
 
 
 def _pct(x: Fraction | None, places: int = 2) -> str | None:
@@ -317,7 +335,7 @@ def _figures_dict(f: Figures, digits: int) -> dict[str, Any]:
         "rounds": f.rounds, "wagers": f.wagers, "handle": money(f.handle, digits),
         "player_net": money(f.player_net, digits), "house_win": money(f.house_win, digits),
         "commission": money(f.commission, digits), "hold_pct": _pct(f.hold, 4),
-        "theo_win": decimal_text(f.theo, digits) if f.theo_handle else None,
+        "theo_win": money_exact(f.theo, digits) if f.theo_handle else None,
         "theo_win_exact_minor": f"{f.theo.numerator}/{f.theo.denominator}" if f.theo_handle else None,
         "theo_hold_pct": _pct(f.theo_hold, 4),
         "void_rounds": f.void_rounds, "void_wagers": f.void_wagers, "void_stake": money(f.void_stake, digits),
@@ -402,7 +420,7 @@ def render_table(report: list[DayTable], console: Any = None) -> None:
         def add(shoe: str, name: str, f: Figures, style: str | None = None, t: Any = t, d: int = d) -> None:
             t.add_row(shoe, name, str(f.rounds), money(f.handle, d), money(f.player_net, d),
                       money(f.house_win, d), money(f.commission, d), _pct(f.hold) or "—",
-                      decimal_text(f.theo, d) if f.theo_handle else "—", _pct(f.theo_hold) or "—",
+                      money_exact(f.theo, d) if f.theo_handle else "—", _pct(f.theo_hold) or "—",
                       f"{f.void_rounds} / {money(f.void_stake, d)}", style=style)
 
         add("all", "total", dt.totals, "bold")

@@ -11,9 +11,11 @@ code                   severity    meaning
 ``SEQ_LOST``           critical    a missing range the table no longer holds (pruned), or of a journal
                                    the table replaced (an older epoch): it cannot be replayed
 ``EPOCH_CHANGED``      warning     the table's journal epoch changed (a new journal file: seq restarts)
-``CHAIN_DISCONTINUITY`` critical   the table reported a different chain head for a chain seq the floor
-                                   already holds, or a chain/last seq lower than before (the journal
-                                   was rewritten or restored from a backup)
+``CHAIN_DISCONTINUITY`` critical   a floor record carried a different chain head for a chain seq
+                                   another floor record carried, or the status reports a chain/last seq
+                                   lower than a record the floor holds (the journal was rewritten or
+                                   restored from a backup); the status's own head is never compared (it
+                                   moves with delivery marks)
 ``SEQ_CONFLICT``       critical    a message for a place in the sequence the floor already holds under
                                    another ``msg_id`` (quarantined)
 ``MSG_ID_REUSED``      critical    a ``msg_id`` the floor holds arrived with different content

@@ -15,11 +15,20 @@ already stored changes nothing (its ``msg_id`` is the primary key). A database t
 consumer (nothing acknowledged) and the batch is retried with backoff until it commits.
 
 Subscriptions (``{p}`` the topic prefix): the table messages through the MQTT v5 shared subscription
-``$share/{group}/{p}/+/{channel}`` for every journaled channel and ``replay/#`` (several floor processes
-in one group share the load; each message goes to one of them), and, for each process itself,
+``$share/{group}/{p}/+/{channel}`` for every journaled channel (several floor processes in one group
+share the load; each message goes to one of them), and, for each process itself, ``{p}/+/replay/#``,
 ``{p}/+/status`` (retained; a shared subscription gets no retained messages) and its own replies
 ``{p}/+/reply/{client id}``. Against an MQTT 3.1.1 broker (the demo's in-process fallback) the same
 filters without ``$share``.
+
+Why replays are not shared: Mosquitto 2.0's ``acl_file`` does not check subscriptions at all (its
+default ACL check allows every SUBSCRIBE; read access is checked per message at delivery), so any
+client that can log in, a display's ``signage-<id>`` user too, can join the group
+``$share/{group}/...`` and be handed its share of the floor's messages: the ones it may read it takes
+from the floor, the others the broker drops. The seq audit (:mod:`.tracker`) finds those holes and asks
+for them by ``cmd/replay`` (a few ranged requests); the replays come on a subscription of every floor
+process's own, which nobody else can take from it (docs/security.md, "Shared subscriptions"). Every
+floor process stores them; the second copy changes nothing (same ``msg_id``).
 """
 
 from __future__ import annotations
@@ -52,8 +61,9 @@ __all__ = ["JOURNALED_CHANNELS", "NOTIFY_CHANNEL", "FloorConsumer", "FloorSettin
 log = get_logger(component="floor")
 
 JOURNALED_CHANNELS = ("round", "results", "settlements", "alarms", "devices/+", "floor/rounds", "scoreboard",
-                      "info", "replay/#")
-"""Channel filters under ``{prefix}/+/`` of the messages the tables journal (and their replays)."""
+                      "info")
+"""Channel filters under ``{prefix}/+/`` of the messages the tables journal (shared by the floor
+processes; their replays, ``replay/#``, are every process's own)."""
 
 NOTIFY_CHANNEL = "tablesense_floor"
 """PostgreSQL NOTIFY channel: after each committed batch, ``{"tables": {table: [[epoch, min seq, max seq],
@@ -91,7 +101,7 @@ def subscriptions(s: FloorSettings, v5: bool) -> list[str]:
     """The topic filters of one floor process (module docstring)."""
     p = s.prefix.rstrip("/")
     shared = f"$share/{s.group}/" if (v5 and s.shared) else ""
-    own = [f"{p}/+/status", f"{p}/+/reply/{s.client_id}"]
+    own = [f"{p}/+/replay/#", f"{p}/+/status", f"{p}/+/reply/{s.client_id}"]
     return [f"{shared}{p}/+/{ch}" for ch in JOURNALED_CHANNELS] + own
 
 
@@ -187,6 +197,10 @@ class FloorConsumer:
                     filters = subscriptions(self.settings, v5)
                     for flt in filters:
                         await client.subscribe(flt, qos=1)
+                    if v5 and self.settings.shared:  # a session kept from before replays were its own
+                        with contextlib.suppress(aiomqtt.MqttError):
+                            await client.unsubscribe(
+                                f"$share/{self.settings.group}/{self.settings.prefix.rstrip('/')}/+/replay/#")
                     log.info("floor_subscribed", filters=filters)
                     await self._session(client)
             except MqttConnectError as exc:

@@ -22,9 +22,12 @@ batch and table, in table order, after the messages: two floor processes sharing
 in the same order (no deadlock) and hold them briefly.
 
 ``status`` (retained, also the MQTT will; no ``seq``) updates the table's row: state, software, instance,
-config digest, journal ``epoch``, ``last_seq`` and chain head. An epoch change raises ``EPOCH_CHANGED``;
-a chain head that differs from the one already seen for the same chain seq, or a chain or last seq lower
-than before in the same epoch, raises ``CHAIN_DISCONTINUITY`` (:mod:`.alarms`).
+config digest, journal ``epoch``, ``last_seq`` and chain head. An epoch change raises ``EPOCH_CHANGED``.
+``CHAIN_DISCONTINUITY`` (:mod:`.alarms`): a floor record whose chain head differs from the one another
+floor record carried for the same chain seq, or a status whose chain or last seq is lower than a floor
+record's / a message's the floor holds that was published before it. The status's head itself is never
+compared: it is the link after the journal's last row, which delivery marks and inputs move while
+``last_seq`` stays (every reconnect, e.g. after a broker restart, publishes a new one).
 """
 
 from __future__ import annotations
@@ -326,6 +329,7 @@ class Ingestor:
 
     async def _derived(self, tx: Tx, msg: Message, table: str, epoch: str, ts: str, raw: bytes) -> None:
         if isinstance(msg, SettlementMessage):
+            changed = await self._changed_after_lock(tx, table, epoch, msg)
             rules = await self._table_rules(tx, table)
             edge = house_edge(rules.game, rules.decks, rules.paytables, rules.commission, msg.bet, msg.hand)
             await tx.execute(
@@ -336,7 +340,7 @@ class Ingestor:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (msg.msg_id, table, epoch, msg.seq, _int(msg.shoe), _int(msg.round), ts, msg.spot, msg.seat,
                  msg.bet, msg.hand, msg.stake, msg.outcome, msg.category, msg.odds, msg.net, msg.commission,
-                 msg.changed_after_lock, rules.game, edge[0] if edge else None,
+                 changed, rules.game, edge[0] if edge else None,
                  _fraction_text(edge[1]) if edge else None))
         elif isinstance(msg, FloorRound):
             chain = _CHAIN.decode(raw)
@@ -354,6 +358,12 @@ class Ingestor:
                  msg.opened_ts, msg.locked_ts, msg.completed_ts, _JSON.encode(msg.cards).decode(),
                  _JSON.encode(msg.burns).decode(), json.dumps(results, separators=(",", ":")),
                  chain.chain_seq, chain.chain_head))
+            flagged = sorted({(s.spot, s.bet) for s in msg.settlements if s.changed_after_lock})
+            for spot, bet in flagged:  # settlements stored before their round's record
+                await tx.execute(
+                    "UPDATE settlements SET changed_after_lock = TRUE WHERE table_id = ? AND epoch = ? AND "
+                    "shoe = ? AND round = ? AND spot = ? AND bet = ?",
+                    (table, epoch, _int(msg.shoe), _int(msg.round), spot, bet))
             for i, w in enumerate(msg.wagers):
                 await tx.execute(
                     "INSERT INTO wagers (round_msg_id, idx, table_id, shoe, round, spot, seat, bet, hand, "
@@ -379,6 +389,22 @@ class Ingestor:
                 (msg.msg_id, table, epoch, msg.seq, _int(msg.shoe), _int(msg.round), ts, msg.alarm_id,
                  msg.code,
                  msg.severity, msg.text, msg.state, msg.held, msg.seat, msg.spot, msg.device))
+
+    async def _changed_after_lock(self, tx: Tx, table: str, epoch: str, msg: SettlementMessage) -> bool:
+        """Whether the floor record of ``msg``'s round (if already stored) marks its spot as changed after
+        the wagers were locked (past-posting). The public settlement does not carry it (signage reads
+        it); a round record that arrives later sets it on the settlements already stored."""
+        rows = await tx.fetchall("SELECT results FROM rounds WHERE table_id = ? AND epoch = ? AND shoe = ? "
+                                 "AND round = ?", (table, epoch, _int(msg.shoe), _int(msg.round)))
+        for (results,) in rows:
+            try:
+                settled = json.loads(str(results)).get("settlements") or []
+            except (ValueError, AttributeError):
+                continue
+            if any(isinstance(s, dict) and s.get("spot") == msg.spot and s.get("bet") == msg.bet
+                   and s.get("changed_after_lock") is True for s in settled):
+                return True
+        return False
 
     async def _table_rules(self, tx: Tx, table: str) -> _Rules:
         rules = self._rules.get(table)
@@ -453,9 +479,8 @@ class Ingestor:
     async def _apply_status(self, tx: Tx, item: Incoming, s: StatusFields) -> None:
         table = s.table
         await self._ensure_table(tx, table, item.received_at)
-        rows = await tx.fetchall("SELECT epoch, status_received_at, instance FROM tables WHERE table_id = ?",
-                                 (table,))
-        old_epoch, old_at, old_instance = rows[0] if rows else (None, None, None)
+        rows = await tx.fetchall("SELECT epoch, status_received_at FROM tables WHERE table_id = ?", (table,))
+        old_epoch, old_at = rows[0] if rows else (None, None)
         if old_at is not None and str(old_at) > item.received_at:
             return  # another floor process stored a later status already
         await tx.execute(
@@ -496,9 +521,13 @@ class Ingestor:
                 "last_progress_at) VALUES (?, ?, 0, 0, ?, ?, ?) ON CONFLICT (table_id, epoch) DO UPDATE SET "
                 "status_last_seq = excluded.status_last_seq", (table, s.epoch, s.last_seq, now, now))
         if s.chain_seq is not None and s.chain_head:
+            # The status's head is the link after the journal's last row, delivery marks and inputs
+            # included: it moves while chain_seq (the last seq) stays (the broker acknowledged more, a
+            # reconnect after a broker restart), so it is never compared with another head. Only its
+            # position is: below a chain seq a floor record published before it carried, the journal
+            # went back. The heads compared are the floor records' (sealed in the seq sequence).
             marks = await tx.fetchall("SELECT MAX(chain_seq) FROM chain_marks WHERE table_id = ? AND "
-                                      "epoch = ? "
-                                      "AND source_ts < ?", (table, s.epoch, status_ts))
+                                      "epoch = ? AND source_ts < ?", (table, s.epoch, status_ts))
             highest = marks[0][0] if marks else None
             if highest is not None and s.chain_seq < int(highest):
                 await raise_floor_alarm(
@@ -506,11 +535,11 @@ class Ingestor:
                     "CHAIN_DISCONTINUITY",
                     f"the table's chain head is at seq {s.chain_seq} of epoch {s.epoch}, the floor has seen "
                     f"seq {highest} before: the journal went back (restored from a backup?)")
-            await self._chain_mark(tx, table, s.epoch, s.chain_seq, s.chain_head,
-                                   f"status:{s.instance or old_instance or '?'}", status_ts)
 
     async def _chain_mark(self, tx: Tx, table: str, epoch: str, chain_seq: int, head: str, source: str,
                           source_ts: str) -> None:
+        """Keep a floor record's ``(chain_seq, chain_head)`` (the chain just before the record's own row);
+        another record naming the same chain seq with another head raises ``CHAIN_DISCONTINUITY``."""
         head = head.lower()
         await tx.execute(
             "INSERT INTO chain_marks (table_id, epoch, chain_seq, chain_head, source, source_ts, seen_at) "

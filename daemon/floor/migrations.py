@@ -248,8 +248,14 @@ _V1 = (
     "CREATE INDEX floor_alarms_state ON floor_alarms (state, table_id)",
 )
 
+_V2: tuple[str, ...] = (
+    # chain heads are compared between floor records only: a status's head moves with delivery marks
+    "DELETE FROM chain_marks WHERE substr(source, 1, 7) = 'status:'",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "floor record, raw messages, quarantine, sequence audit", _V1),
+    Migration(2, "chain marks from floor records only", _V2),
 )
 """Every migration, in version order (append only: a released migration never changes)."""
 

@@ -35,14 +35,22 @@ from tablesense.daemon.floor.alarms import clear_floor_alarm, now_iso, raise_flo
 from tablesense.daemon.floor.store import Database, Tx
 from tablesense.daemon.logging import get_logger
 
-__all__ = ["MAX_REPLAY_SPAN", "ReplayRequest", "Tracker", "holes", "pruned_ranges"]
+__all__ = ["MAX_REPLAY_SPAN", "MAX_REQUESTS_PER_TABLE", "ReplayRequest", "Tracker", "coalesce", "holes",
+           "pruned_ranges"]
 
 log = get_logger(component="floor")
 
 MAX_REPLAY_SPAN = 10_000
 """Most seqs one ``cmd/replay`` may name (contract: ``to_seq - from_seq < 10000``)."""
 
+MAX_REQUESTS_PER_TABLE = 3
+"""Most ``cmd/replay`` requests one audit pass sends to one table. The audit runs every second, so a
+table gets at most 3 a second, well inside its command rate limit (``[mqtt] command_rate`` 20/s, burst
+50, docs/mqtt.md), and the replays it serves one after the other stay few."""
+
 _WALK = 20_000
+_EPOCH_REPLACED = "journal epoch replaced"
+_RANGE_RE = re.compile(r"seq (\d+)\.\.(\d+) ")
 _PRUNED_RE = re.compile(r"seq (\d+)\.\.(\d+) no longer held")
 
 
@@ -86,9 +94,41 @@ def holes(through: int, seqs: list[int], target: int, skip: list[tuple[int, int]
     return max(new_through, through), out
 
 
+def coalesce(due: list[tuple[int, int]], span: int = MAX_REPLAY_SPAN,
+             budget: int = MAX_REQUESTS_PER_TABLE) -> list[tuple[int, int]]:
+    """Ranged requests ``(from, to)`` covering the holes ``due`` (inclusive, ascending, disjoint): each
+    request starts at a hole and runs to the end of the last hole that starts within ``span`` seqs of it
+    (clamped to ``span`` seqs); at most ``budget`` requests, the lowest first. Pure.
+
+    Seqs between holes are asked again although the floor holds them: a replayed message the floor
+    holds changes nothing (same ``msg_id``), and one request for many holes costs one command of the
+    table's rate budget instead of one per hole."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in due:
+        if out and lo <= out[-1][0] + span - 1:
+            start = out[-1][0]
+            out[-1] = (start, max(out[-1][1], min(hi, start + span - 1)))
+            continue
+        if len(out) >= budget:
+            break
+        out.append((lo, min(hi, lo + span - 1)))
+    return out
+
+
 def pruned_ranges(reason: str) -> list[tuple[int, int]]:
     """The ``seq A..B no longer held (pruned)`` ranges named in a replay reply's reason."""
     return [(int(a), int(b)) for a, b in _PRUNED_RE.findall(reason) if int(a) <= int(b)]
+
+
+async def _lost_pending(tx: Tx, table: str, epoch: str) -> bool:
+    """Whether ``(table, epoch)`` has a raised ``SEQ_LOST`` alarm or a range lost because its epoch
+    looked replaced (the audit looks at them again while the epoch is current)."""
+    prefix = f"{table}:SEQ_LOST:{epoch}:"
+    rows = await tx.fetchall("SELECT COUNT(*) FROM floor_alarms WHERE table_id = ? AND code = 'SEQ_LOST' AND "
+                             "state = 'raised' AND substr(alarm_key, 1, ?) = ?", (table, len(prefix), prefix))
+    lost = await tx.fetchall("SELECT COUNT(*) FROM gaps WHERE table_id = ? AND epoch = ? AND state = 'lost' "
+                             "AND detail = ?", (table, epoch, _EPOCH_REPLACED))
+    return bool(int(rows[0][0]) or int(lost[0][0]))
 
 
 def _at(text: str) -> datetime:
@@ -104,13 +144,15 @@ class Tracker:
     requests are only recorded, e.g. in ``floor report``). ``grace``, ``retry``, ``retry_max``: seconds."""
 
     def __init__(self, db: Database, send: SendReplay | None, consumer: str = "floor", *, grace: float = 2.0,
-                 retry: float = 10.0, retry_max: float = 300.0) -> None:
+                 retry: float = 10.0, retry_max: float = 300.0,
+                 max_requests_per_table: int = MAX_REQUESTS_PER_TABLE) -> None:
         self.db = db
         self.send = send
         self.consumer = consumer
         self.grace = grace
         self.retry = retry
         self.retry_max = retry_max
+        self.max_requests_per_table = max(1, max_requests_per_table)
         self.leader = False
         self.requests_sent = 0
 
@@ -146,9 +188,11 @@ class Tracker:
             target = max(int(max_seq), int(last_seq))
             async with self.db.transaction() as tx:
                 open_rows = await tx.fetchall("SELECT COUNT(*) FROM gaps WHERE table_id = ? AND epoch = ? "
-                                              "AND "
-                                              "state = 'open'", (table, epoch))
-                if int(through) >= target and not int(open_rows[0][0]):
+                                              "AND state = 'open'", (table, epoch))
+                # a current epoch's lost ranges and SEQ_LOST alarms are looked at again (reopened,
+                # cleared once recovered); an old epoch's stay as they are
+                settled = int(through) >= target and not int(open_rows[0][0])
+                if settled and (known_old or not await _lost_pending(tx, str(table), str(epoch))):
                     continue
                 req = await self._audit_one(tx, now, table, epoch, int(through), target, str(progress),
                                             current and state == "online", known_old)
@@ -159,6 +203,13 @@ class Tracker:
 
     async def _audit_one(self, tx: Tx, now: datetime, table: str, epoch: str, through: int, target: int,
                          progress: str, may_request: bool, old_epoch: bool) -> list[ReplayRequest]:
+        if not old_epoch:
+            # The epoch is the table's current one again (a duplicate instance stepped back, a status
+            # of another journal was only a moment current): what was declared lost because that epoch
+            # looked replaced can be replayed after all. Pruned ranges stay lost.
+            await tx.execute("UPDATE gaps SET state = 'open', closed_at = NULL, next_request_at = ? WHERE "
+                             "table_id = ? AND epoch = ? AND state = 'lost' AND detail = ?",
+                             (_iso(now), table, epoch, _EPOCH_REPLACED))
         skip = [(int(a), int(b)) for a, b in await tx.fetchall(
             "SELECT from_seq, to_seq FROM gaps WHERE table_id = ? AND epoch = ? AND state IN ('pruned', "
             "'lost')",
@@ -176,6 +227,8 @@ class Tracker:
         now_s = _iso(now)
         kept: set[int] = set()
         requests: list[ReplayRequest] = []
+        asked: dict[int, int] = {}  # hole start -> requests made for it so far
+        due_holes: list[tuple[int, int]] = []
         max_stored = seqs[-1] if seqs else through
         for lo, hi in found:
             overlap = [f for f, v in opened.items() if f <= hi and v[0] >= lo]
@@ -186,7 +239,7 @@ class Tracker:
                     "CONFLICT "
                     "(table_id, epoch, from_seq) DO UPDATE SET state = 'lost', to_seq = excluded.to_seq, "
                     "closed_at = excluded.closed_at",
-                    (table, epoch, lo, hi, now_s, now_s, now_s, "journal epoch replaced"))
+                    (table, epoch, lo, hi, now_s, now_s, now_s, _EPOCH_REPLACED))
                 for f in overlap:
                     if f != lo:
                         await tx.execute("DELETE FROM gaps WHERE table_id = ? AND epoch = ? AND from_seq = "
@@ -215,37 +268,67 @@ class Tracker:
                 "closed_at = NULL", (table, epoch, lo, hi, first_seen, n_req, last_req, nxt))
             due = _at(nxt) <= now
             quiet = _at(progress) <= now - timedelta(seconds=self.grace) if progress else True
-            if not due or (tail and not quiet) or not may_request:
-                continue
-            span_to = min(hi, lo + MAX_REPLAY_SPAN - 1)
+            asked[lo] = n_req
+            if due and not (tail and not quiet) and may_request:
+                due_holes.append((lo, hi))
+        # Many holes (messages dropped one in two) make a few ranged requests, not one per hole.
+        for start, end in coalesce(due_holes, MAX_REPLAY_SPAN, self.max_requests_per_table):
             command_id = f"replay-{secrets.token_hex(8)}"
-            requests.append(ReplayRequest(table, epoch, lo, span_to, command_id))
-            n_req += 1
-            backoff = min(self.retry * 2 ** (n_req - 1), self.retry_max)
-            await tx.execute("UPDATE gaps SET requests = ?, last_request_at = ?, next_request_at = ? WHERE "
-                             "table_id = ? AND epoch = ? AND from_seq = ?",
-                             (n_req, now_s, _iso(now + timedelta(seconds=backoff)), table, epoch, lo))
+            requests.append(ReplayRequest(table, epoch, start, end, command_id))
+            for lo, n_req in asked.items():
+                if not start <= lo <= end:
+                    continue
+                n_req += 1
+                backoff = min(self.retry * 2 ** (n_req - 1), self.retry_max)
+                await tx.execute("UPDATE gaps SET requests = ?, last_request_at = ?, next_request_at = ? "
+                                 "WHERE table_id = ? AND epoch = ? AND from_seq = ?",
+                                 (n_req, now_s, _iso(now + timedelta(seconds=backoff)), table, epoch, lo))
             await tx.execute("INSERT INTO replay_requests (command_id, table_id, epoch, from_seq, to_seq, "
-                             "sent_at, "
-                             "consumer) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             (command_id, table, epoch, lo, span_to, now_s, self.consumer))
+                             "sent_at, consumer) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (command_id, table, epoch, start, end, now_s, self.consumer))
         for f in opened:
             if f not in kept:
                 await tx.execute("UPDATE gaps SET state = 'filled', closed_at = ? WHERE table_id = ? AND "
                                  "epoch = ? AND from_seq = ? AND state = 'open'", (now_s, table, epoch, f))
+        await self._recovered(tx, table, epoch, now_s)
         still = await tx.fetchall("SELECT from_seq, to_seq, requests FROM gaps WHERE table_id = ? AND "
                                   "epoch = ? "
                                   "AND state = 'open' ORDER BY from_seq", (table, epoch))
         key = f"{table}:SEQ_GAP:{epoch}"
-        asked = [(int(a), int(b)) for a, b, n in still if int(n) > 0]
-        if asked:
-            ranges = ", ".join(f"{a}..{b}" for a, b in asked[:5]) + (" ..." if len(asked) > 5 else "")
+        requested = [(int(a), int(b)) for a, b, n in still if int(n) > 0]
+        if requested:
+            ranges = ", ".join(f"{a}..{b}" for a, b in requested[:5]) + (
+                f" ... ({len(requested)} ranges)" if len(requested) > 5 else "")
             await raise_floor_alarm(tx, key, table, "SEQ_GAP",
                                     f"seq {ranges} of journal epoch {epoch} missing at the floor: "
                                     f"cmd/replay requested")
         elif not still:
             await clear_floor_alarm(tx, key, f"seq gaps of journal epoch {epoch} filled (by replay)")
         return requests
+
+    async def _recovered(self, tx: Tx, table: str, epoch: str, now_s: str) -> None:
+        """Clear each raised ``SEQ_LOST`` alarm of ``(table, epoch)`` whose range the floor now holds
+        whole (a replay after the epoch became current again, a late delivery), and mark its gap
+        ``filled``. The alarm's text names the range (``seq A..B ...``; a reopened gap may have been
+        split since)."""
+        prefix = f"{table}:SEQ_LOST:{epoch}:"
+        raised = await tx.fetchall(
+            "SELECT alarm_key, text FROM floor_alarms WHERE table_id = ? AND code = 'SEQ_LOST' AND state = "
+            "'raised' AND substr(alarm_key, 1, ?) = ?", (table, len(prefix), prefix))
+        for key, text in raised:
+            m = _RANGE_RE.match(str(text))
+            if m is None:
+                continue
+            lo, hi = int(m[1]), int(m[2])
+            held = await tx.fetchall("SELECT COUNT(*) FROM messages WHERE table_id = ? AND epoch = ? AND "
+                                     "seq >= ? AND seq <= ?", (table, epoch, lo, hi))
+            if int(held[0][0]) < hi - lo + 1:
+                continue
+            await tx.execute("UPDATE gaps SET state = 'filled', closed_at = ? WHERE table_id = ? AND "
+                             "epoch = ? AND from_seq >= ? AND to_seq <= ? AND state <> 'filled'",
+                             (now_s, table, epoch, lo, hi))
+            await clear_floor_alarm(tx, str(key), f"seq {lo}..{hi} of journal epoch {epoch} recovered: the "
+                                                  f"floor holds every one of them now")
 
     async def _send(self, r: ReplayRequest) -> None:
         if self.send is None:

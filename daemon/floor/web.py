@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tablesense.daemon.floor.accounting import GamingDay, _pct, decimal_text, money, today_by_table
+from tablesense.daemon.floor.accounting import GamingDay, _pct, money, money_exact, today_by_table
 from tablesense.daemon.floor.consumer import NOTIFY_CHANNEL
 from tablesense.daemon.floor.store import Database, DatabaseError, open_database
 from tablesense.daemon.logging import get_logger
@@ -79,7 +79,7 @@ async def page_model(db: Database, gaming_day: GamingDay, now: datetime | None =
             "today": None if f is None else {
                 "rounds": f.rounds, "handle": money(f.handle, digits),
                 "house_win": money(f.house_win, digits),
-                "hold_pct": _pct(f.hold), "theo_win": decimal_text(f.theo, digits) if f.theo_handle else None,
+                "hold_pct": _pct(f.hold), "theo_win": money_exact(f.theo, digits) if f.theo_handle else None,
                 "theo_hold_pct": _pct(f.theo_hold), "void_rounds": f.void_rounds},
         })
     out.sort(key=lambda t: (not t["held"], not any(a["held"] for a in t["alarms"]), str(t["table"])))

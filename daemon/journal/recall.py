@@ -433,7 +433,12 @@ class RecallReader:
             cards.append(CardRecord(index=pub.index, card=pub.card, position=pub.position, face_up=True,
                                     status="dealt", ts=ts, device=getattr(ev, "device", None),
                                     device_seq=getattr(ev, "seq", None)))
-        settlements = tuple(_as(SettlementRecord, m) for m in decoded if isinstance(m, SettlementMessage))
+        # the public settlement does not say whether its spot changed after lock (signage reads it): the
+        # machine raised PAST_POSTING / PRESENCE_CHANGED_AFTER_LOCK naming the spot, as it marks the record
+        changed = {m.spot for m in decoded if isinstance(m, AlarmMessage) and m.spot
+                   and m.code in ("PAST_POSTING", "PRESENCE_CHANGED_AFTER_LOCK")}
+        settlements = tuple(_as(SettlementRecord, m, changed_after_lock=m.spot in changed)
+                            for m in decoded if isinstance(m, SettlementMessage))
         alarms = tuple(_as(AlarmRecord, m) for m in decoded if isinstance(m, AlarmMessage))
         void = bool((state is not None and state.void) or (results is not None and results.void))
         return RoundRecord(
@@ -531,9 +536,10 @@ def _card_text(text: object) -> str | None:
         return None
 
 
-def _as(record: type[_R], message: Any) -> _R:
-    """The floor-record form of a published message (same fields; the message header dropped)."""
-    return msgspec.convert(msgspec.to_builtins(message), record)
+def _as(record: type[_R], message: Any, **extra: Any) -> _R:
+    """The floor-record form of a published message (same fields, plus ``extra`` ones the record has
+    and the public message does not; the message header dropped)."""
+    return msgspec.convert(msgspec.to_builtins(message) | extra, record)
 
 
 def _last(items: Iterable[Any]) -> Any:

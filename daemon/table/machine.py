@@ -691,7 +691,7 @@ class TableMachine:
             table=self.config.table, ts=self._ts, shoe=self._shoe.number, round=self._round_no,
             spot=wager.spot, seat=wager.seat, bet=wager.bet.value, hand=hand, stake=wager.stake,
             outcome=s.outcome.value, category=s.category, odds=odds, net=s.net, commission=s.commission,
-            changed_after_lock=changed, commission_rule=rule))
+            commission_rule=rule))
 
     def _advance(self) -> None:
         """Place queued cards, settle what is due, complete the round: as far as holds allow."""
