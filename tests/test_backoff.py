@@ -91,3 +91,25 @@ def test_every_delay_lies_in_its_full_jitter_window(attempt: int, initial: float
         b.next_delay()
     assert b.ceiling == ceiling
     assert floor <= b.next_delay() <= ceiling
+
+
+def test_every_reconnect_loop_uses_the_one_backoff() -> None:
+    """The MQTT relay, the device links, the signage feed and the floor consumer all wait
+    :class:`drivers.backoff.Backoff` between attempts: no module outside drivers/backoff.py draws its own
+    reconnect delay (the floor consumer had an equal-jitter copy, ``random.uniform(backoff / 2,
+    backoff)``)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    own_delay = re.compile(r"random\.uniform\(|backoff\s*\*\s*2|delay\s*\*\s*2")
+    users = []
+    for folder in ("daemon", "drivers"):
+        for path in sorted((root / folder).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            if path.name != "backoff.py":
+                assert not own_delay.search(text), f"{path.relative_to(root)} draws its own reconnect delay"
+            if "Backoff(" in text and path.name != "backoff.py":
+                users.append(path.relative_to(root).as_posix())
+    expected = {"daemon/mqtt.py", "drivers/link.py", "daemon/signage/server.py", "daemon/floor/consumer.py"}
+    assert expected <= set(users)

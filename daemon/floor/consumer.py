@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import random
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -55,6 +54,7 @@ from tablesense.daemon.floor.store import Database, DatabaseError, DatabaseUnava
 from tablesense.daemon.floor.tracker import ReplayRequest, Tracker
 from tablesense.daemon.logging import get_logger
 from tablesense.daemon.mqtt import NODELAY
+from tablesense.drivers.backoff import Backoff
 
 __all__ = ["JOURNALED_CHANNELS", "NOTIFY_CHANNEL", "FloorConsumer", "FloorSettings", "subscriptions"]
 
@@ -182,7 +182,7 @@ class FloorConsumer:
 
     async def run(self) -> None:
         """Connect, subscribe, store and acknowledge; reconnect with backoff; until :meth:`stop`."""
-        backoff = self.settings.backoff_min
+        backoff = Backoff(self.settings.backoff_min, self.settings.backoff_max)
         while not self._stopping.is_set():
             v5 = self.protocol == "5"
             try:
@@ -191,7 +191,7 @@ class FloorConsumer:
                     self._client = client
                     self.connected = True
                     self.connects += 1
-                    backoff = self.settings.backoff_min
+                    backoff.reset()
                     log.info("floor_mqtt_connected", host=self.settings.host, port=self.settings.port,
                              client_id=self.settings.client_id, protocol=self.protocol)
                     filters = subscriptions(self.settings, v5)
@@ -218,8 +218,7 @@ class FloorConsumer:
                 self._client = None
             if self._stopping.is_set():
                 break
-            delay = random.uniform(backoff / 2, backoff)
-            backoff = min(backoff * 2, self.settings.backoff_max)
+            delay = backoff.next_delay()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), delay)
 
@@ -290,21 +289,24 @@ class FloorConsumer:
                 await result
 
     async def _retry_db(self, fn: Callable[[], Awaitable[Any]]) -> Any:
-        delay = self.settings.backoff_min
+        """Run ``fn`` (one batch's transaction) until it commits, waiting the shared full-jitter backoff
+        (:class:`drivers.backoff.Backoff`) between attempts; raises :class:`aiomqtt.MqttError` when asked to
+        stop with the batch not stored (nothing of it was acknowledged, so the broker keeps it)."""
+        backoff = Backoff(self.settings.backoff_min, self.settings.backoff_max)
         while True:
             try:
                 return await fn()
             except DatabaseUnavailable as exc:
-                self.db_failures += 1
-                log.error("floor_database_unavailable", error=str(exc), retry_in=round(delay, 2))
+                event, error = "floor_database_unavailable", str(exc)
             except DatabaseError as exc:  # e.g. a deadlock between two floor processes: retry the batch
-                self.db_failures += 1
-                log.error("floor_batch_failed", error=str(exc), retry_in=round(delay, 2))
-            if self._stopping.is_set():  # nothing of the batch was acknowledged: the broker keeps it
+                event, error = "floor_batch_failed", str(exc)
+            self.db_failures += 1
+            delay = backoff.next_delay()
+            log.error(event, error=error, retry_in=round(delay, 2))
+            if self._stopping.is_set():
                 raise aiomqtt.MqttError("stopping with a batch not stored")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), delay)
-            delay = min(delay * 2, self.settings.backoff_max)
 
     async def _commit(self, items: list[Incoming]) -> list[Outcome]:
         async def once() -> list[Outcome]:
