@@ -195,3 +195,21 @@ def test_console_script_prints_json() -> None:
     assert proc.returncode == 0, proc.stderr
     (entry,) = json.loads(proc.stdout)
     assert entry["expected_return"] == -0.223301  # WoO 2-deck table A
+
+
+def test_a_reader_that_goes_away_ends_analyze_quietly_with_141() -> None:
+    """``tablesense analyze ... | head -1``: the rich tables meet a closed pipe; the command ends as a shell
+    tool does (status 141, nothing on stderr), not with rich's own exit status 1 (daemon.terminal)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("tablesense")
+    proc = subprocess.Popen([str(exe), "analyze", "--game", "baccarat", "--decks", "8"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away after one line, as head -1 does
+    err = proc.stderr.read()
+    assert proc.wait(30) == 141, err
+    assert err == b""

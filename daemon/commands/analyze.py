@@ -86,10 +86,11 @@ def _percent(x: Fraction) -> str:
 
 def render_table(analyses: list[WagerAnalysis], title: str) -> None:
     """Print one rich table per wager: outcome, odds, probability, share of the expected return."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from tablesense.daemon.terminal import PipeConsole
+
+    console = PipeConsole()
     console.print(f"[bold]{title}[/bold]")
     for a in analyses:
         name = a.bet.value + (f" ({a.hand.value})" if a.hand else "")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -38,6 +38,7 @@ from tablesense.daemon.journal import (
     load_key,
     open_for_recall,
 )
+from tablesense.daemon.terminal import PipeConsole
 
 __all__ = ["MAX_LAST", "register", "render_round", "run"]
 
@@ -109,9 +110,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(msgspec.json.format(msgspec.json.encode(records), indent=2).decode())
         return 0
-    console = Console(highlight=False, soft_wrap=False)
+    console = PipeConsole(highlight=False, soft_wrap=False)
     if not console.is_terminal:  # piped into a file or a pager: wide enough for the settlement table
-        console = Console(highlight=False, soft_wrap=False, width=max(console.width, 150))
+        console = PipeConsole(highlight=False, soft_wrap=False, width=max(console.width, 150))
     if not records:
         console.print(f"The journal in {directory} holds no rounds yet.")
         return 0

@@ -401,11 +401,12 @@ def render_table(report: list[DayTable], console: Any = None) -> None:
     """Print the report as rich tables: one per gaming day and table (wagers, then shoes)."""
     import sys
 
-    from rich.console import Console
     from rich.table import Table
 
+    from tablesense.daemon.terminal import PipeConsole
+
     # piped: wide enough that no figure is ever cut or wrapped (money must be read whole)
-    console = console or (Console() if sys.stdout.isatty() else Console(width=220))
+    console = console or (PipeConsole() if sys.stdout.isatty() else PipeConsole(width=220))
     if not report:
         console.print("no settled wagers in the floor database for that selection")
         return
