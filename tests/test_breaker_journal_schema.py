@@ -134,3 +134,56 @@ def test_run_refuses_to_settle_on_a_journal_with_a_planted_trigger(tmp_path: Pat
     finally:
         if app.journal is not None:
             app.journal.close()
+
+
+# ------------------------------------------------------------------------------------ rows beyond the head
+
+
+def plant_row(path: Path, table: str) -> None:
+    """Insert one unsealed row just after the sealed head (no key needed: the row is junk)."""
+    conn = sqlite3.connect(path)
+    try:
+        if table == "log":
+            top = conn.execute("SELECT max(id) FROM log").fetchone()[0]
+            conn.execute("INSERT INTO log VALUES (?, x'00', x'0000')", (top + 1,))
+        else:
+            top = conn.execute("SELECT max(seq) FROM outbox").fetchone()[0]
+            conn.execute("INSERT INTO outbox VALUES (?, x'00', x'0000')", (top + 1,))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(("table", "named"), [("log", "entry row(s) after the sealed head"),
+                                               ("outbox", "outbox row(s) after the sealed head")])
+def test_verify_refuses_rows_after_the_sealed_head(tmp_path: Path, table: str, named: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ``verify`` said "intact" with an unsealed row after the head, while every append of the
+    daemon collided with it (``UNIQUE constraint failed``) and failed as if the disk were full."""
+    build(tmp_path)
+    plant_row(tmp_path / "journal.sqlite", table)
+    code, out = verify_cli(tmp_path, capsys)
+    assert code == 1, out
+    assert named in out
+
+
+@pytest.mark.xfail(strict=True, reason="daemon/journal/store.py (owned by another helper): Journal._open "
+                   "must refuse rows after the sealed head (bk.rows_beyond_head), see the breaker report")
+@pytest.mark.parametrize("table", ["log", "outbox"])
+def test_run_refuses_a_journal_with_rows_after_the_sealed_head(tmp_path: Path, table: str) -> None:
+    """Before: ``run`` opened the journal and then every input failed to be journaled ("journal failure,
+    settling stopped": a disk problem, it said), at every start, for ever; now it is the documented
+    JOURNAL_DAMAGED refusing mode, naming what is wrong."""
+    urls = {"shoe": str(tmp_path / "s"), "pads": str(tmp_path / "p")}
+    config = parse_config(sim_config_toml("baccarat", urls=urls, host="127.0.0.1", port=1,
+                                          journal=tmp_path / "journal"))
+    path = build(tmp_path / "journal", table=config.table)
+    plant_row(path, table)
+    app = App(config)
+    app.open()
+    try:
+        assert app.refusal is not None and "after the sealed head" in app.refusal
+        assert app.journal is None and not app.links
+    finally:
+        if app.journal is not None:
+            app.journal.close()

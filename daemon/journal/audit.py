@@ -135,6 +135,9 @@ def _check(conn: sqlite3.Connection, key: bytes, path: Path, report: AuditReport
     report.table, report.epoch = meta.table, meta.epoch
     report.chain_seq, report.chain_head = state.last_seq, state.head.hex()
     _check_lock_file(path.parent / LOCK_FILE, key, meta.epoch, state)
+    beyond = bk.rows_beyond_head(conn, state, str(path))
+    if beyond is not None:
+        raise JournalDamaged(beyond)
     pending = {int(r[0]) for r in conn.execute("SELECT seq FROM pending")}
     report.pending = len(pending)
     if len(pending) != state.last_seq - state.delivered or any(not 1 <= s <= state.last_seq for s in pending):

@@ -66,6 +66,7 @@ __all__ = [
     "open_block",
     "read_header",
     "read_unit",
+    "rows_beyond_head",
     "schema_problem",
     "state_seal",
     "verified_rows",
@@ -253,6 +254,23 @@ def schema_problem(conn: sqlite3.Connection, where: str) -> str | None:
         shown = ", ".join(f"{kind} {str(name)[:64]!r}" for kind, name, _, _ in foreign[:5])
         return (f"journal {where}: schema objects the journal does not create or whose definition was "
                 f"changed: {shown}{' ...' if len(foreign) > 5 else ''}")
+    return None
+
+
+def rows_beyond_head(conn: sqlite3.Connection, state: State, where: str) -> str | None:
+    """Why rows lie beyond the sealed head, else ``None``: an entry after ``state.entry`` in ``log`` or a
+    message after ``state.last_seq`` in ``outbox``. No transaction leaves such rows (rows and the state
+    commit together), so they were inserted without the key; left in place they are covered by no seal
+    and the writer's next append collides with them (every append then fails as if the disk were
+    full, for ever). Reads two indexed maxima."""
+    top_entry = conn.execute("SELECT max(id) FROM log").fetchone()[0]
+    if top_entry is not None and int(top_entry) > state.entry:
+        return (f"journal {where}: entry row(s) after the sealed head (entry {state.entry}, found "
+                f"{int(top_entry)}): inserted without the key")
+    top_seq = conn.execute("SELECT max(seq) FROM outbox").fetchone()[0]
+    if top_seq is not None and int(top_seq) > state.last_seq:
+        return (f"journal {where}: outbox row(s) after the sealed head (seq {state.last_seq}, found "
+                f"{int(top_seq)}): inserted without the key")
     return None
 
 
