@@ -1,4 +1,4 @@
-"""Adversarial review (issue 11, sealed journal): a person with file access but not the key plants SQL
+"""Adversarial review of the sealed journal: a person with file access but not the key plants SQL
 schema objects in ``journal.sqlite``.
 
 The rows, the state and the chain are sealed; the schema is not. SQLite runs a file's triggers inside the
