@@ -993,6 +993,14 @@ def _validate_mqtt(cfg: TableConfig) -> None:
         raise _err("mqtt.command_burst", f"{m.command_burst} must be 1 to 10000 commands")
     if not 1 <= m.command_max_age <= 300:
         raise _err("mqtt.command_max_age", f"{m.command_max_age} must be 1 to 300 seconds")
+    from tablesense.daemon.table.machine import MAX_REMEMBERED_COMMANDS  # the machine imports this module
+
+    window = m.command_burst + m.command_rate * m.command_max_age
+    if window > MAX_REMEMBERED_COMMANDS:
+        raise _err("mqtt.command_rate", "command_burst + command_rate x command_max_age is "
+                   f"{window} commands within one command's validity, more than the "
+                   f"{MAX_REMEMBERED_COMMANDS} command ids the table remembers: a repeated command id "
+                   "could be applied again; lower command_rate, command_burst or command_max_age")
     if m.tls is not None and (m.tls.cert_file is None) != (m.tls.key_file is None):
         raise _err("mqtt.tls", "cert_file and key_file go together")
 

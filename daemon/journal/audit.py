@@ -127,15 +127,17 @@ def _check(conn: sqlite3.Connection, key: bytes, path: Path, report: AuditReport
     problems = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
     if problems != ["ok"]:
         raise JournalDamaged(f"journal {path} failed SQLite's integrity check: {'; '.join(problems[:3])}")
-    present = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type IN ('table', 'index')")}
     header = bk.read_header(conn, key, str(path))
-    missing = [n for n in bk.SCHEMA_NAMES if n not in present]
-    if missing:
-        raise JournalDamaged(f"journal {path}: {', '.join(missing)} missing from the schema")
+    problem = bk.schema_problem(conn, str(path))
+    if problem is not None:
+        raise JournalDamaged(problem)
     meta, state = header.meta, header.state
     report.table, report.epoch = meta.table, meta.epoch
     report.chain_seq, report.chain_head = state.last_seq, state.head.hex()
     _check_lock_file(path.parent / LOCK_FILE, key, meta.epoch, state)
+    beyond = bk.rows_beyond_head(conn, state, str(path))
+    if beyond is not None:
+        raise JournalDamaged(beyond)
     pending = {int(r[0]) for r in conn.execute("SELECT seq FROM pending")}
     report.pending = len(pending)
     if len(pending) != state.last_seq - state.delivered or any(not 1 <= s <= state.last_seq for s in pending):

@@ -66,6 +66,8 @@ __all__ = [
     "open_block",
     "read_header",
     "read_unit",
+    "rows_beyond_head",
+    "schema_problem",
     "state_seal",
     "verified_rows",
 ]
@@ -216,6 +218,60 @@ class Header:
 
     meta: Meta
     state: State
+
+
+@functools.cache
+def _expected_schema() -> frozenset[tuple[str, str, str, str | None]]:
+    """``(type, name, tbl_name, sql)`` of every schema object :data:`DDL` creates, as SQLite stores them."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for statement in DDL.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        return frozenset(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema"))
+    finally:
+        conn.close()
+
+
+def schema_problem(conn: sqlite3.Connection, where: str) -> str | None:
+    """Why the journal's schema is not exactly :data:`DDL`, else ``None``: a table or index missing, or
+    any object the DDL does not create (a trigger, a view, another table or index) or one whose
+    definition was changed (``PRAGMA writable_schema``).
+
+    The schema is not sealed, and SQLite runs a file's triggers inside the writer's own transactions: a
+    ``BEFORE INSERT ON outbox ... RAISE(IGNORE)`` trigger planted by a person with file access silently
+    drops rows the daemon believes it journaled (and then publishes), an ``AFTER INSERT ON pending``
+    trigger hides messages from the relay. Hence no foreign object is tolerated (docs/journal.md
+    "Threat model"). Pure over ``conn`` (reads ``sqlite_schema`` only)."""
+    present = set(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema"))
+    expected = _expected_schema()
+    names = {name for _, name, _, _ in present}
+    missing = [name for name in SCHEMA_NAMES if name not in names]
+    if missing:
+        return f"journal {where}: {', '.join(missing)} missing from the schema"
+    foreign = sorted(present - expected, key=lambda r: (str(r[0]), str(r[1])))
+    if foreign:
+        shown = ", ".join(f"{kind} {str(name)[:64]!r}" for kind, name, _, _ in foreign[:5])
+        return (f"journal {where}: schema objects the journal does not create or whose definition was "
+                f"changed: {shown}{' ...' if len(foreign) > 5 else ''}")
+    return None
+
+
+def rows_beyond_head(conn: sqlite3.Connection, state: State, where: str) -> str | None:
+    """Why rows lie beyond the sealed head, else ``None``: an entry after ``state.entry`` in ``log`` or a
+    message after ``state.last_seq`` in ``outbox``. No transaction leaves such rows (rows and the state
+    commit together), so they were inserted without the key; left in place they are covered by no seal
+    and the writer's next append collides with them (every append then fails as if the disk were
+    full, for ever). Reads two indexed maxima."""
+    top_entry = conn.execute("SELECT max(id) FROM log").fetchone()[0]
+    if top_entry is not None and int(top_entry) > state.entry:
+        return (f"journal {where}: entry row(s) after the sealed head (entry {state.entry}, found "
+                f"{int(top_entry)}): inserted without the key")
+    top_seq = conn.execute("SELECT max(seq) FROM outbox").fetchone()[0]
+    if top_seq is not None and int(top_seq) > state.last_seq:
+        return (f"journal {where}: outbox row(s) after the sealed head (seq {state.last_seq}, found "
+                f"{int(top_seq)}): inserted without the key")
+    return None
 
 
 def read_header(conn: sqlite3.Connection, key: bytes, where: str) -> Header:
