@@ -50,6 +50,7 @@ class AlarmCode(StrEnum):
     DEAL_STALLED = "DEAL_STALLED"
     INPUT_REJECTED = "INPUT_REJECTED"
     DUPLICATE_INSTANCE = "DUPLICATE_INSTANCE"
+    WRONG_DEVICE = "WRONG_DEVICE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,5 +137,9 @@ ALARMS: dict[AlarmCode, AlarmSpec] = {
         Severity.CRITICAL, True, True,
         "applying an input raised (a defect in tablesense): it is journaled as rejected, not applied, and "
         "the round is held rather than settled on a guess"),
+    AlarmCode.WRONG_DEVICE: AlarmSpec(
+        Severity.CRITICAL, True, True,
+        "a device sent an event its role never sends (a card or shoe event from the bet pads, a spot or "
+        "dealer button from the shoe; docs/protocol.md §3): not applied, the round held"),
 }
 """Every alarm code with its severity and hold behaviour."""

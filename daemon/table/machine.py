@@ -123,6 +123,11 @@ number and the content of one of them, in the same device session, is a resend (
 _RESCAN_ACTIONS = ("keep", "set_aside")
 _HOLD_CARD_CODES = frozenset({"SEQUENCE_GAP", "INPUT_REJECTED", "DEVICE_RESTARTED"})
 """Holds during which ``enter_card`` may put a card the device lost (or an input that was rejected)."""
+_SHOE_EVENTS = (CardDrawn, CardUnreadable, ShoeStatus)
+"""Events only the shoe sends (``CD``, ``CU``, ``NS``, ``BN``, ``CC``, ``EM``, ``LO``, ``LC``;
+docs/protocol.md §3)."""
+_PADS_EVENTS = (SpotChanged, DealerButton)
+"""Events only the bet-sensor pads send (``SP``, ``BT``: docs/protocol.md §3)."""
 
 
 class InputRejected(Exception):
@@ -821,6 +826,8 @@ class TableMachine:
             hold = self._role(ev.device) == "shoe"
             self._alarm(AlarmCode.SEQUENCE_GAP, f"device {ev.device}: sequence {last} then {ev.seq}",
                         device=ev.device, hold=hold)
+        if self._wrong_device(ev):
+            return
         if isinstance(ev, CardDrawn):
             self._on_card(ev.card, ev.device, ev.seq, gap, last)
         elif isinstance(ev, CardUnreadable):
@@ -836,6 +843,25 @@ class TableMachine:
                         device=ev.device, subject=ev.code[:40])
         self._advance()
         self._check_exhausted(ev.device)
+
+    def _wrong_device(self, ev: DeviceEvent) -> bool:
+        """True (WRONG_DEVICE raised, the round held, nothing of ``ev`` applied) when ``ev`` is an event
+        the configured role of its device never sends (docs/protocol.md §3): a card or shoe event from
+        the pads, a spot or dealer button from the shoe. A device the config does not name is not
+        checked (its role is not known)."""
+        conf = self.config.devices.get(ev.device)
+        if conf is None:
+            return False
+        if conf.role == "pads" and isinstance(ev, _SHOE_EVENTS):
+            sender = "only the shoe sends"
+        elif conf.role == "shoe" and isinstance(ev, _PADS_EVENTS):
+            sender = "only the bet pads send"
+        else:
+            return False
+        name = type(ev).__name__
+        self._alarm(AlarmCode.WRONG_DEVICE, f"device {ev.device} ({conf.role}) sent {name} (sequence "
+                    f"{ev.seq}), which {sender}: not applied", device=ev.device, subject=name)
+        return True
 
     def _check_exhausted(self, device: str | None) -> None:
         """The shoe's inventory reached zero: the shoe ends with the round (or at once between rounds);
