@@ -346,3 +346,27 @@ def test_a_void_button_from_the_shoe_voids_nothing() -> None:
     assert d.codes(out) == ["WRONG_DEVICE"]  # another event type: its own alarm
     assert "PAST_POSTING" not in d.codes()
     assert same_as_replay(d)
+
+
+def test_a_card_re_read_after_a_shoe_restart_mid_round_holds_the_round() -> None:
+    """A serial shoe restarts mid-round (new session, the line stays up) and reports its last card again.
+    Before: only DEVICE_RESTARTED held the round; acknowledged, the card was counted twice."""
+    d = Driver(baccarat_config())
+    d.feed(ident(d, "b1"))
+    d.bet("1P", 1000)
+    d.button(Button.NO_MORE_BETS)
+    d.cards("2C 4H 3D 2S")
+    restarted = d.alarms(d.feed(ident(d, "b2", 0)))[0]
+    assert restarted.code == "DEVICE_RESTARTED"
+    d._seq[SHOE] = 0
+    d.card("2S")
+    assert "POSSIBLE_RESCAN" in d.codes() and d.public_cards() == ["2C", "4H", "3D", "2S"]
+    assert d.command("ack_alarm", alarm_id=restarted.alarm_id).ok
+    assert d.state.held and not d.results()  # acknowledging the restart does not deal the re-read
+    assert d.command("rescan", action="set_aside").ok
+    d.card("KS")
+    (res,) = d.results()
+    assert (res.baccarat.winner, res.baccarat.player_total, res.baccarat.banker_total) == ("banker", 5, 6)
+    assert d.state.cards_remaining == 416 - 5
+    assert same_as_replay(d)
+

@@ -128,8 +128,8 @@ ALARMS: dict[AlarmCode, AlarmSpec] = {
         "lost): the shoe's restart holds the round, the pads' does not"),
     AlarmCode.POSSIBLE_RESCAN: AlarmSpec(
         Severity.CRITICAL, True, False,
-        "after the shoe's link was lost mid-round, the first card is the card read last before the loss: "
-        "a supervisor decides with rescan (keep it, or set it aside as a re-read)"),
+        "after the shoe's link was lost or the shoe restarted mid-round, the first card is the card read "
+        "last before: a supervisor decides with rescan (keep it, or set it aside as a re-read)"),
     AlarmCode.DEAL_STALLED: AlarmSpec(
         Severity.WARNING, False, False,
         "no card for [round] stall_seconds while the round's cards are due; cleared by the next card"),

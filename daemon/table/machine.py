@@ -753,10 +753,8 @@ class TableMachine:
             self._was_lost[ev.device] = True
         if ev.state is LinkState.DISCONNECTED and previous is not LinkState.DISCONNECTED:
             shoe_mid_round = self._role(ev.device) == "shoe" and self._phase in _IN_PLAY
-            last = next((e.card for e in reversed(self._record.cards)
-                         if e.device == ev.device and e.card is not None), None) if shoe_mid_round else None
-            if last is not None:  # the reader may report this card again after the reconnect
-                self._rescan_watch[ev.device] = (self._round_no, last)
+            if shoe_mid_round:  # the reader may report its last card again after the reconnect
+                self._watch_rescan(ev.device)
             self._alarm(AlarmCode.DEVICE_LOST, f"device {ev.device} disconnected"
                         + (": round held until it is back or voided" if shoe_mid_round else ""),
                         device=ev.device, hold=shoe_mid_round)
@@ -765,6 +763,14 @@ class TableMachine:
                 if self._hold_device.get(alarm_id) == ev.device:
                     self._release(alarm_id)
             self._advance()
+
+    def _watch_rescan(self, device: str) -> None:
+        """The shoe ``device`` lost its link or restarted mid-round: its first card after that is compared
+        with the last card it read (POSSIBLE_RESCAN when equal, :meth:`_on_card`)."""
+        last = next((e.card for e in reversed(self._record.cards)
+                     if e.device == device and e.card is not None), None)
+        if last is not None:
+            self._rescan_watch[device] = (self._round_no, last)
 
     def _remember(self, device: str, seq: int, content: object) -> None:
         recent = self._recent.setdefault(device, OrderedDict())
@@ -806,6 +812,8 @@ class TableMachine:
         self._recent.pop(ev.device, None)
         self._remember(ev.device, ev.seq, ev)
         shoe = self._role(ev.device) == "shoe"
+        if shoe and self._phase in _IN_PLAY:  # a restarted reader may report the card in its throat again
+            self._watch_rescan(ev.device)
         self._alarm(AlarmCode.DEVICE_RESTARTED,
                     f"device {ev.device} restarted (new session): frames it had not had acknowledged may be "
                     "lost" + (": check the cards out of the shoe" if shoe else ""),
@@ -903,8 +911,8 @@ class TableMachine:
             self._suspect = entry
             entry.alarm_id = self._alarm(
                 AlarmCode.POSSIBLE_RESCAN,
-                f"round {self._round_no}: after the link to {device} was lost, the first card is the card "
-                "read last before the loss: keep it or set it aside (rescan)",
+                f"round {self._round_no}: after {device} lost its link or restarted, the first card is the "
+                "card read last before: keep it or set it aside (rescan)",
                 device=device)
             return
         code = self._shoe.take(card) if card is not None else self._shoe.take_unknown()
