@@ -470,6 +470,12 @@ class FloorRound(Message, frozen=True, tag="tablesense.floor_round"):
             ``seq`` the head covers and the head (64 hex digits, HMAC-SHA256; docs/journal.md). A floor
             system keeps them: ``tablesense verify --head SEQ:HEAD`` later proves the table's journal
             still holds that exact history (filled in by the journal, like ``seq`` and ``msg_id``).
+        cards_omitted, spot_changes_omitted, alarms_omitted, commands_omitted: how many set-aside cards,
+            spot changes, alarm records and commands were left out of this record (from the middle of
+            each list: the first and the last are kept) so that the encoded record stays within
+            192 KiB, below the broker's 256 KiB ``message_size_limit`` (a shoe repeating a card, a pad
+            flapping, a held round). A dealt card is never left out; the journal keeps every input and
+            ``tablesense recall`` rebuilds the round from it. 0 (the usual case): nothing left out.
     """
 
     game: str
@@ -490,6 +496,10 @@ class FloorRound(Message, frozen=True, tag="tablesense.floor_round"):
     completed_ts: str | None = None
     chain_seq: int = 0
     chain_head: str = ""
+    cards_omitted: int = 0
+    spot_changes_omitted: int = 0
+    alarms_omitted: int = 0
+    commands_omitted: int = 0
 
 
 # --- table info (signage) -------------------------------------------------------------------------

@@ -69,8 +69,6 @@ def raised(rig: Rig, since: int) -> list[dict[str, Any]]:
     return [g.body for g in rig.sub.on("alarms")[since:] if g.body["state"] == "raised"]
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/table/machine.py (perf helper): no check of which device may "
-                   "send which event; see the breaker report for the fix")
 async def test_a_card_frame_from_the_bet_pads_joins_no_hand(rigs: Callable[..., Awaitable[Rig]]) -> None:
     rig = await rigs(seed=2101)
     sim = rig.sim
@@ -89,8 +87,6 @@ async def test_a_card_frame_from_the_bet_pads_joins_no_hand(rigs: Callable[..., 
     assert rig.daemon.running
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/table/machine.py (perf helper): no check of which device may "
-                   "send which event; see the breaker report for the fix")
 async def test_a_void_button_from_the_shoe_voids_nothing(rigs: Callable[..., Awaitable[Rig]]) -> None:
     rig = await rigs(seed=2102)
     sim = rig.sim

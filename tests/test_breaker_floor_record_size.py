@@ -80,8 +80,6 @@ def send_command(rig: Rig, name: str, payload: bytes) -> None:
         client.disconnect()
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/table/ (perf helper): the floor record is not bounded to fit "
-                   "the shipped broker's message_size_limit (breaker report)")
 async def test_a_held_rounds_floor_record_reaches_the_floor(rigs: Callable[..., Awaitable[Rig]]) -> None:
     rig = await rigs(seed=2401)
     sim = rig.sim

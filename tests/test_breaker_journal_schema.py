@@ -106,9 +106,6 @@ def test_verify_refuses_a_journal_whose_table_definition_was_changed(
     assert "table 'pending'" in out
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/journal/store.py (owned by another helper): Journal._open "
-                   "checks only that the DDL's tables and indexes are present; it must refuse any other "
-                   "schema object (bk.schema_problem), see the breaker report")
 @pytest.mark.parametrize("sql", [DROP_SETTLEMENTS, HIDE_PENDING])
 def test_the_writer_refuses_a_journal_with_a_planted_trigger(tmp_path: Path, sql: str) -> None:
     """Before: the journal opened, and its next appends ran the trigger: a settlement row silently not
@@ -119,7 +116,6 @@ def test_the_writer_refuses_a_journal_with_a_planted_trigger(tmp_path: Path, sql
         Journal(tmp_path, TABLE).close()
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/journal/store.py (owned by another helper): see above")
 def test_run_refuses_to_settle_on_a_journal_with_a_planted_trigger(tmp_path: Path) -> None:
     urls = {"shoe": str(tmp_path / "s"), "pads": str(tmp_path / "p")}
     config = parse_config(sim_config_toml("baccarat", urls=urls, host="127.0.0.1", port=1,
@@ -167,8 +163,6 @@ def test_verify_refuses_rows_after_the_sealed_head(tmp_path: Path, table: str, n
     assert named in out
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/journal/store.py (owned by another helper): Journal._open "
-                   "must refuse rows after the sealed head (bk.rows_beyond_head), see the breaker report")
 @pytest.mark.parametrize("table", ["log", "outbox"])
 def test_run_refuses_a_journal_with_rows_after_the_sealed_head(tmp_path: Path, table: str) -> None:
     """Before: ``run`` opened the journal and then every input failed to be journaled ("journal failure,
@@ -187,3 +181,21 @@ def test_run_refuses_a_journal_with_rows_after_the_sealed_head(tmp_path: Path, t
     finally:
         if app.journal is not None:
             app.journal.close()
+
+
+@pytest.mark.parametrize("table", ["log", "outbox"])
+def test_an_append_colliding_with_a_row_planted_while_open_is_damage_not_a_full_disk(
+        tmp_path: Path, table: str) -> None:
+    """A row planted after the sealed head while the journal is open (the open's check ran before):
+    the next append collides with it (``UNIQUE constraint failed``). Before: that was
+    :class:`JournalUnwritable` ("disk full, read-only, I/O error"), so the floor was sent to free space;
+    now it is :class:`JournalDamaged`, naming the collision."""
+    t = Traffic()
+    with Journal(tmp_path, TABLE) as j:
+        for inp, emits in t.new_shoe():
+            j.append(inp, emits)
+        plant_row(j.path, table)
+        steps = t.baccarat_round()
+        with pytest.raises(JournalDamaged, match="UNIQUE constraint failed"):
+            for inp, emits in steps:
+                j.append(inp, emits)

@@ -42,8 +42,6 @@ async def rigs(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Rig]]]:
         await close_rig(rig)
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/table/machine.py (perf helper): a device restart mid-round "
-                   "does not watch for a re-scan as a link loss does (breaker report)")
 async def test_a_card_re_read_after_a_shoe_restart_holds_the_round(
         rigs: Callable[..., Awaitable[Rig]]) -> None:
     rig = await rigs(seed=1014)

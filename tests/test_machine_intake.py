@@ -23,6 +23,7 @@ from tablesense.daemon.table.machine import Phase
 from tablesense.drivers.events import (
     Button,
     CardDrawn,
+    DealerButton,
     DeviceIdentity,
     Heartbeat,
     LinkState,
@@ -307,3 +308,65 @@ def test_a_stray_card_in_either_mode_is_held_not_dealt(start: str) -> None:
     d.cards("9H 3D KS KC")
     out = d.card("4S")
     assert d.codes(out) == ["EXTRA_CARD"] and d.state.held
+
+
+# ------------------------------------------------------------------------------ device roles (breaker 3)
+
+def test_a_card_from_the_pads_joins_no_hand_and_holds_the_round() -> None:
+    """Only the shoe sends cards (docs/protocol.md §3). Before: the pads' ``$CD`` became the Banker's
+    second card and the round settled on it, with no alarm."""
+    d = Driver(baccarat_config())
+    d.bet("1P", 1000)
+    d.button(Button.NO_MORE_BETS)
+    d.cards("2C 4H 3D")
+    out = d.feed(CardDrawn(PADS, d.seq(PADS), Card.parse("9H")))
+    (a,) = d.alarms(out)
+    assert (a.code, a.severity, a.held, a.device) == ("WRONG_DEVICE", "critical", True, PADS)
+    assert d.public_cards() == ["2C", "4H", "3D"] and d.state.held
+    assert d.state.cards_remaining == 416 - 3  # not taken from the shoe either
+    d.card("2S")  # the real fourth card waits behind the hold
+    assert not d.results()
+    assert d.command("ack_alarm", alarm_id=a.alarm_id).ok
+    assert d.public_cards() == ["2C", "4H", "3D", "2S"] and not d.state.held
+    d.card("KS")  # the Player's third card (Player 5 draws): Banker 6 wins
+    (res,) = d.results()
+    assert (res.baccarat.winner, res.baccarat.player_total, res.baccarat.banker_total) == ("banker", 5, 6)
+    assert same_as_replay(d)
+
+
+def test_a_void_button_from_the_shoe_voids_nothing() -> None:
+    """Only the pads send dealer buttons. Before: the shoe's ``$BT,VOID_ROUND`` voided the round."""
+    d = Driver(baccarat_config())
+    d.bet("1P", 1000)
+    d.button(Button.NO_MORE_BETS)
+    d.cards("2C 4H 3D")
+    out = d.feed(DealerButton(SHOE, d.seq(SHOE), Button.VOID_ROUND))
+    assert d.codes(out) == ["WRONG_DEVICE"] and not d.state.void and d.state.held
+    out = d.feed(SpotChanged(SHOE, d.seq(SHOE), "1P", SpotState.EMPTY, None))
+    assert d.codes(out) == ["WRONG_DEVICE"]  # another event type: its own alarm
+    assert "PAST_POSTING" not in d.codes()
+    assert same_as_replay(d)
+
+
+def test_a_card_re_read_after_a_shoe_restart_mid_round_holds_the_round() -> None:
+    """A serial shoe restarts mid-round (new session, the line stays up) and reports its last card again.
+    Before: only DEVICE_RESTARTED held the round; acknowledged, the card was counted twice."""
+    d = Driver(baccarat_config())
+    d.feed(ident(d, "b1"))
+    d.bet("1P", 1000)
+    d.button(Button.NO_MORE_BETS)
+    d.cards("2C 4H 3D 2S")
+    restarted = d.alarms(d.feed(ident(d, "b2", 0)))[0]
+    assert restarted.code == "DEVICE_RESTARTED"
+    d._seq[SHOE] = 0
+    d.card("2S")
+    assert "POSSIBLE_RESCAN" in d.codes() and d.public_cards() == ["2C", "4H", "3D", "2S"]
+    assert d.command("ack_alarm", alarm_id=restarted.alarm_id).ok
+    assert d.state.held and not d.results()  # acknowledging the restart does not deal the re-read
+    assert d.command("rescan", action="set_aside").ok
+    d.card("KS")
+    (res,) = d.results()
+    assert (res.baccarat.winner, res.baccarat.player_total, res.baccarat.banker_total) == ("banker", 5, 6)
+    assert d.state.cards_remaining == 416 - 5
+    assert same_as_replay(d)
+

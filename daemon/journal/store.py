@@ -427,11 +427,9 @@ class Journal:
             self._check_head_record(None)  # no journal here: was there one?
             self._create(conn)
         header = bk.read_header(conn, self._key, str(self.path))
-        present = {r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type IN ('table', 'index')")}
-        missing = [name for name in bk.SCHEMA_NAMES if name not in present]
-        if missing:
-            raise JournalDamaged(f"journal {self.path}: {', '.join(missing)} missing from the schema")
+        problem = bk.schema_problem(conn, str(self.path))  # a planted trigger/view, a redefined table
+        if problem is not None:
+            raise JournalDamaged(problem)
         if header.meta.table != self._table:
             raise JournalDamaged(f"journal {self.path} belongs to table {header.meta.table!r}, not "
                                  f"{self._table!r}")
@@ -439,6 +437,9 @@ class Journal:
         if existed:
             self._check_head_record(header)
             self._check_pending(conn)
+            beyond = bk.rows_beyond_head(conn, self._state, str(self.path))
+            if beyond is not None:  # unsealed rows every append would collide with, for ever
+                raise JournalDamaged(beyond)
             self._verify_tail(conn)
         self._db_name, self._wal_name = str(self.path), str(self._wal_path)
         self._db_id = self._file_id(self._db_name)
@@ -650,6 +651,11 @@ class Journal:
             finally:
                 if not synchronous:
                     conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.IntegrityError as exc:  # a row already where the sealed head says none can be
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise JournalDamaged(f"journal {self.path}: append collided with a row the sealed state does not "
+                                 f"cover (written without the key): {exc}") from None
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
@@ -713,7 +719,8 @@ class Journal:
         and ``chain_head``, the chain state just before its own row. Acknowledgements waiting to be
         recorded are chained first. Returns the new message rows in order. On any failure the transaction
         is rolled back whole and :class:`JournalUnwritable` (disk full, read-only, I/O error, size cap) or
-        :class:`JournalDamaged` (corruption, the journal's files deleted or replaced) is raised; counters
+        :class:`JournalDamaged` (corruption, the journal's files deleted or replaced, a row planted after
+        the sealed head that the append collides with) is raised; counters
         do not advance. ``TypeError`` for an input type that cannot be journaled (before anything is
         written).
         """

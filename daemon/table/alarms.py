@@ -50,6 +50,7 @@ class AlarmCode(StrEnum):
     DEAL_STALLED = "DEAL_STALLED"
     INPUT_REJECTED = "INPUT_REJECTED"
     DUPLICATE_INSTANCE = "DUPLICATE_INSTANCE"
+    WRONG_DEVICE = "WRONG_DEVICE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +128,8 @@ ALARMS: dict[AlarmCode, AlarmSpec] = {
         "lost): the shoe's restart holds the round, the pads' does not"),
     AlarmCode.POSSIBLE_RESCAN: AlarmSpec(
         Severity.CRITICAL, True, False,
-        "after the shoe's link was lost mid-round, the first card is the card read last before the loss: "
-        "a supervisor decides with rescan (keep it, or set it aside as a re-read)"),
+        "after the shoe's link was lost or the shoe restarted mid-round, the first card is the card read "
+        "last before: a supervisor decides with rescan (keep it, or set it aside as a re-read)"),
     AlarmCode.DEAL_STALLED: AlarmSpec(
         Severity.WARNING, False, False,
         "no card for [round] stall_seconds while the round's cards are due; cleared by the next card"),
@@ -136,5 +137,9 @@ ALARMS: dict[AlarmCode, AlarmSpec] = {
         Severity.CRITICAL, True, True,
         "applying an input raised (a defect in tablesense): it is journaled as rejected, not applied, and "
         "the round is held rather than settled on a guess"),
+    AlarmCode.WRONG_DEVICE: AlarmSpec(
+        Severity.CRITICAL, True, True,
+        "a device sent an event its role never sends (a card or shoe event from the bet pads, a spot or "
+        "dealer button from the shoe; docs/protocol.md §3): not applied, the round held"),
 }
 """Every alarm code with its severity and hold behaviour."""

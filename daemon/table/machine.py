@@ -123,6 +123,11 @@ number and the content of one of them, in the same device session, is a resend (
 _RESCAN_ACTIONS = ("keep", "set_aside")
 _HOLD_CARD_CODES = frozenset({"SEQUENCE_GAP", "INPUT_REJECTED", "DEVICE_RESTARTED"})
 """Holds during which ``enter_card`` may put a card the device lost (or an input that was rejected)."""
+_SHOE_EVENTS = (CardDrawn, CardUnreadable, ShoeStatus)
+"""Events only the shoe sends (``CD``, ``CU``, ``NS``, ``BN``, ``CC``, ``EM``, ``LO``, ``LC``;
+docs/protocol.md §3)."""
+_PADS_EVENTS = (SpotChanged, DealerButton)
+"""Events only the bet-sensor pads send (``SP``, ``BT``: docs/protocol.md §3)."""
 
 
 class InputRejected(Exception):
@@ -748,10 +753,8 @@ class TableMachine:
             self._was_lost[ev.device] = True
         if ev.state is LinkState.DISCONNECTED and previous is not LinkState.DISCONNECTED:
             shoe_mid_round = self._role(ev.device) == "shoe" and self._phase in _IN_PLAY
-            last = next((e.card for e in reversed(self._record.cards)
-                         if e.device == ev.device and e.card is not None), None) if shoe_mid_round else None
-            if last is not None:  # the reader may report this card again after the reconnect
-                self._rescan_watch[ev.device] = (self._round_no, last)
+            if shoe_mid_round:  # the reader may report its last card again after the reconnect
+                self._watch_rescan(ev.device)
             self._alarm(AlarmCode.DEVICE_LOST, f"device {ev.device} disconnected"
                         + (": round held until it is back or voided" if shoe_mid_round else ""),
                         device=ev.device, hold=shoe_mid_round)
@@ -760,6 +763,14 @@ class TableMachine:
                 if self._hold_device.get(alarm_id) == ev.device:
                     self._release(alarm_id)
             self._advance()
+
+    def _watch_rescan(self, device: str) -> None:
+        """The shoe ``device`` lost its link or restarted mid-round: its first card after that is compared
+        with the last card it read (POSSIBLE_RESCAN when equal, :meth:`_on_card`)."""
+        last = next((e.card for e in reversed(self._record.cards)
+                     if e.device == device and e.card is not None), None)
+        if last is not None:
+            self._rescan_watch[device] = (self._round_no, last)
 
     def _remember(self, device: str, seq: int, content: object) -> None:
         recent = self._recent.setdefault(device, OrderedDict())
@@ -801,6 +812,8 @@ class TableMachine:
         self._recent.pop(ev.device, None)
         self._remember(ev.device, ev.seq, ev)
         shoe = self._role(ev.device) == "shoe"
+        if shoe and self._phase in _IN_PLAY:  # a restarted reader may report the card in its throat again
+            self._watch_rescan(ev.device)
         self._alarm(AlarmCode.DEVICE_RESTARTED,
                     f"device {ev.device} restarted (new session): frames it had not had acknowledged may be "
                     "lost" + (": check the cards out of the shoe" if shoe else ""),
@@ -821,6 +834,8 @@ class TableMachine:
             hold = self._role(ev.device) == "shoe"
             self._alarm(AlarmCode.SEQUENCE_GAP, f"device {ev.device}: sequence {last} then {ev.seq}",
                         device=ev.device, hold=hold)
+        if self._wrong_device(ev):
+            return
         if isinstance(ev, CardDrawn):
             self._on_card(ev.card, ev.device, ev.seq, gap, last)
         elif isinstance(ev, CardUnreadable):
@@ -836,6 +851,25 @@ class TableMachine:
                         device=ev.device, subject=ev.code[:40])
         self._advance()
         self._check_exhausted(ev.device)
+
+    def _wrong_device(self, ev: DeviceEvent) -> bool:
+        """True (WRONG_DEVICE raised, the round held, nothing of ``ev`` applied) when ``ev`` is an event
+        the configured role of its device never sends (docs/protocol.md §3): a card or shoe event from
+        the pads, a spot or dealer button from the shoe. A device the config does not name is not
+        checked (its role is not known)."""
+        conf = self.config.devices.get(ev.device)
+        if conf is None:
+            return False
+        if conf.role == "pads" and isinstance(ev, _SHOE_EVENTS):
+            sender = "only the shoe sends"
+        elif conf.role == "shoe" and isinstance(ev, _PADS_EVENTS):
+            sender = "only the bet pads send"
+        else:
+            return False
+        name = type(ev).__name__
+        self._alarm(AlarmCode.WRONG_DEVICE, f"device {ev.device} ({conf.role}) sent {name} (sequence "
+                    f"{ev.seq}), which {sender}: not applied", device=ev.device, subject=name)
+        return True
 
     def _check_exhausted(self, device: str | None) -> None:
         """The shoe's inventory reached zero: the shoe ends with the round (or at once between rounds);
@@ -877,8 +911,8 @@ class TableMachine:
             self._suspect = entry
             entry.alarm_id = self._alarm(
                 AlarmCode.POSSIBLE_RESCAN,
-                f"round {self._round_no}: after the link to {device} was lost, the first card is the card "
-                "read last before the loss: keep it or set it aside (rescan)",
+                f"round {self._round_no}: after {device} lost its link or restarted, the first card is the "
+                "card read last before: keep it or set it aside (rescan)",
                 device=device)
             return
         code = self._shoe.take(card) if card is not None else self._shoe.take_unknown()
