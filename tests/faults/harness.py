@@ -473,7 +473,10 @@ class Rig:
             wrong += sum((got - exp).values())
         partial_n = 0
         if partial is not None:
-            exp_p = Counter(expected_settlements(self.sim, partial)) if partial.cards else Counter()
+            # a baccarat coup cut short before its fourth card has decided no wager (the pair wagers are
+            # decided by the first two cards of each hand), so nothing may have been settled for it
+            decided = len(partial.cards) >= 4 if baccarat else bool(partial.cards)
+            exp_p = Counter(expected_settlements(self.sim, partial)) if decided else Counter()
             for key in list(got_settle):
                 got_p = Counter(got_settle.pop(key))
                 wrong += sum((got_p - exp_p).values())
