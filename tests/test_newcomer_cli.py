@@ -122,3 +122,21 @@ def test_monitor_into_a_pipe_prints_lines_and_its_summary_when_stopped(broker: M
     assert proc.returncode == 0, err.decode()
     assert f"table {table} (".encode() in seen + rest  # the summary
     assert b"Traceback" not in err
+
+
+def test_settle_tells_a_blackjack_wager_with_a_box_as_hand_to_name_no_hand(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A blackjack wager with ``"hand": "1"`` (the box) was told "(player, banker or null)", the
+    baccarat hands only; docs/rules-blackjack-uth.md gives blackjack and uth wagers no hand at all."""
+    import io
+    import json
+
+    doc = {"game": "blackjack", "decks": 6,
+           "wagers": [{"spot": "1", "bet": "perfect_pairs", "hand": "1", "stake": 500}],
+           "hands": {"1": ["QH", "QD"], "dealer": ["5C"]}}
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(doc)))
+    assert main(["settle", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "wagers[0].hand: unknown hand '1'" in err
+    assert "blackjack and uth wagers name no hand" in err
+    assert len(err.strip().splitlines()) == 1
