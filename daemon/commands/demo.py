@@ -327,12 +327,15 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         watcher = asyncio.create_task(watch(host, port, table=table, ui=ui, out=out, ready=ready,
                                             minor_unit=config.minor_unit, until=done, views=views))
         tasks.append(watcher)
-        try:
-            await asyncio.wait_for(ready.wait(), 15)
-        except TimeoutError:
-            raise UsageError(f"cannot subscribe at the broker {host}:{port}") from None
-        except aiomqtt.MqttError as exc:
-            raise UsageError(f"cannot reach the broker at {host}:{port}: {exc}") from None
+        # subscribed, or the watcher failed (a --broker nobody listens on: at once, not after 15 s)
+        subscribed = asyncio.ensure_future(ready.wait())
+        await asyncio.wait({subscribed, watcher}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.is_set():
+            subscribed.cancel()
+            failure = watcher.exception() if watcher.done() and not watcher.cancelled() else None
+            if isinstance(failure, aiomqtt.MqttError):
+                raise UsageError(f"cannot reach the broker at {host}:{port}: {failure}")
+            raise UsageError(f"cannot subscribe at the broker {host}:{port}")
         await sim.wait_host(30)
         for _ in range(rounds):
             await sim.play_round()
