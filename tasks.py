@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -74,12 +75,41 @@ def run_with_progress(argv: list[str], *, quiet_every: float = 15.0) -> None:
         raise subprocess.CalledProcessError(code, argv)
 
 
+def _venv_python_version() -> tuple[int, ...]:
+    """The Python version .venv was made with (its ``pyvenv.cfg``), ``()`` when unknown: a .venv left by
+    an older python3 (on which the install failed) is made again rather than failing for ever."""
+    try:
+        lines = (VENV / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ()
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() in {"version", "version_info"}:
+            parts = value.strip().split(".")[:2]
+            if all(p.isdigit() for p in parts):
+                return tuple(int(p) for p in parts)
+    return ()
+
+
+class TasksError(Exception):
+    """A step that cannot go on, in one line for the user (printed by :func:`main`, exit status 2)."""
+
+
 def ensure_venv() -> None:
-    """Create .venv if missing and (re)install the project with its dev extra when pyproject changed."""
+    """Create .venv if missing and (re)install the project with its dev extra when pyproject changed.
+
+    Raises TasksError when the venv cannot be made (e.g. Debian's python3 without python3-venv, whose
+    ``ensurepip`` is missing); the half-made .venv is removed so the next run starts afresh."""
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if not _bin("python").exists():
+    if (not _bin("python").exists() or not (_bin("pip").exists() or _bin("pip3").exists())
+            or _venv_python_version() < (3, 11)):
         print("tasks: creating .venv", flush=True)
-        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+        try:
+            venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+        except (subprocess.CalledProcessError, OSError) as exc:
+            shutil.rmtree(VENV, ignore_errors=True)
+            raise TasksError(f"cannot create {VENV} with pip ({exc}); on Debian or Ubuntu install the venv "
+                             "module first: sudo apt-get install python3-venv") from None
     if STAMP.exists() and STAMP.read_text().strip() == digest:
         return
     py = str(_bin("python"))
@@ -98,7 +128,19 @@ def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] not in {"demo", "test"}:
         print("usage: python3 tasks.py demo|test [ARGS...]", file=sys.stderr)
         return 2
-    ensure_venv()
+    if sys.version_info < (3, 11):  # noqa: UP036 - tasks.py runs under whatever python3 the user has
+        print(f"tasks: tablesense needs Python 3.11 or newer, this is {sys.version.split()[0]} "
+              f"({sys.executable}); run tasks.py with a newer python3", file=sys.stderr)
+        return 2
+    try:
+        ensure_venv()
+    except TasksError as exc:
+        print(f"tasks: {exc}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as exc:  # pip failed; its whole output is printed above
+        print(f"tasks: installing into {VENV} failed (pip exit status {exc.returncode}); pip's output is "
+              "above", file=sys.stderr)
+        return 2
     job, rest = sys.argv[1], sys.argv[2:]
     if job == "demo":
         return run([str(_bin("tablesense")), "demo", *rest])

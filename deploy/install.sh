@@ -94,4 +94,4 @@ if [ -z "$destdir" ] && [ -d /run/systemd/system ]; then
   systemctl daemon-reload
   udevadm control --reload || true
 fi
-step "done: $version in $prefix/venv; next: docs/install.md step 5 (table config, secrets, enable)"
+step "done: $version in $prefix/venv; next: docs/install.md steps 4 to 6 (table config, secrets, enable)"

@@ -85,7 +85,9 @@ def _percent(x: Fraction) -> str:
 
 
 def render_table(analyses: list[WagerAnalysis], title: str) -> None:
-    """Print one rich table per wager: outcome, odds, probability, share of the expected return."""
+    """Print one rich table per wager: outcome, odds, probability, share of the expected return; below
+    it, on one line of its own, the expected return and the house edge (not a table caption, which rich
+    wraps to the table's width and so split ``14.3596 %`` of a narrow table over two lines)."""
     from rich.table import Table
 
     from tablesense.daemon.terminal import PipeConsole
@@ -94,9 +96,7 @@ def render_table(analyses: list[WagerAnalysis], title: str) -> None:
     console.print(f"[bold]{title}[/bold]")
     for a in analyses:
         name = a.bet.value + (f" ({a.hand.value})" if a.hand else "")
-        table = Table(title=f"{name} — paytable {a.paytable}", title_justify="left",
-                      caption=f"expected return {float(a.expected_return):+.6f} per unit staked, "
-                              f"house edge {_percent(a.house_edge)}", caption_justify="left")
+        table = Table(title=f"{name} — paytable {a.paytable}", title_justify="left")
         table.add_column("outcome")
         table.add_column("result")
         table.add_column("odds", justify="right")
@@ -106,6 +106,8 @@ def render_table(analyses: list[WagerAnalysis], title: str) -> None:
             table.add_row(o.category, o.outcome.value, str(o.odds) if o.odds else "—",
                           f"{float(o.probability):.9f}", f"{float(o.probability * o.net_per_unit):+.6f}")
         console.print(table)
+        console.print(f"expected return {float(a.expected_return):+.6f} per unit staked, "
+                      f"house edge {_percent(a.house_edge)}", highlight=False, soft_wrap=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,9 @@ directory removed at the end, and also when it is stopped early: Ctrl-C (SIGINT)
 terminal closed) all end it the same way, with exit status 128 + the signal number.
 
 The daemon runs in-process with the same code as ``tablesense run``; its JSON log goes to ``daemon.log``
-in the temporary directory (kept with ``--keep``).
+in the temporary directory (kept with ``--keep``), beside the demo table's config, ``table.toml`` (with
+its journal and journal key in the same directory), so ``tablesense recall --config DIR/table.toml`` and
+``tablesense verify --config DIR/table.toml`` read the demo's journal, also while it runs.
 
 Killed with SIGKILL, the demo can clean nothing up itself. Its private Mosquitto is started with the
 parent-death signal (:class:`daemon.broker.MosquittoBroker` ``die_with_parent``), so the kernel stops it
@@ -40,18 +42,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import structlog
 
 from tablesense.daemon.cli import UsageError
 from tablesense.daemon.commands.monitor import parse_broker
 
-__all__ = ["DIR_PREFIX", "GAMES", "MARKER", "STOP_SIGNALS", "DemoStopped", "register", "run", "run_demo",
-           "sweep_stale_dirs"]
+__all__ = ["CONFIG_NAME", "DIR_PREFIX", "GAMES", "MARKER", "STOP_SIGNALS", "DemoStopped", "register", "run",
+           "run_demo", "sweep_stale_dirs"]
 
 MARKER = "demo.pid"
 """The file in a running demo's temporary directory naming the demo: ``"PID STARTTIME\n"`` (STARTTIME:
 field 22 of ``/proc/PID/stat``, so a reused process id is not mistaken for the demo)."""
+
+CONFIG_NAME = "table.toml"
+"""The demo table's config in its temporary directory (for ``recall`` and ``verify --config``)."""
 
 DIR_PREFIX = "tablesense-demo-"
 """The demo's temporary directories are ``$TMPDIR/tablesense-demo-*``."""
@@ -268,14 +272,20 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
             host, port, protocol = amqtt_broker.host, amqtt_broker.port, "3.1.1"
         dev = tmp / "devices"
         urls = {"shoe": str(dev / "shoe"), "pads": str(dev / "pads")}
-        config = parse_config(sim_config_toml(game, urls=urls, host=host, port=port, journal=tmp / "journal",
-                                              table=f"demo-{game}", protocol=protocol))
-        # the demo table's own journal key, made fresh in its temporary directory (docs/journal.md)
+        # the demo table's config with its own journal key, made fresh in its temporary directory
+        # (docs/journal.md), written there as table.toml: `tablesense recall|verify --config` read it
+        import tomllib
+
         from tablesense.daemon.journal import write_new_key
+        from tablesense.simulators.dealer import dump_toml
 
         write_new_key(tmp / "journal.key")
-        config = msgspec.structs.replace(config, journal=msgspec.structs.replace(
-            config.journal, key_file=str(tmp / "journal.key")))
+        doc = tomllib.loads(sim_config_toml(game, urls=urls, host=host, port=port, journal=tmp / "journal",
+                                            table=f"demo-{game}", protocol=protocol))
+        doc["journal"]["key_file"] = str(tmp / "journal.key")
+        config_text = dump_toml(doc)
+        (tmp / CONFIG_NAME).write_text(config_text, encoding="utf-8")
+        config = parse_config(config_text)
         if signage_port is not None:
             try:
                 signage_url, stop_signage = await start_signage(
@@ -317,12 +327,15 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         watcher = asyncio.create_task(watch(host, port, table=table, ui=ui, out=out, ready=ready,
                                             minor_unit=config.minor_unit, until=done, views=views))
         tasks.append(watcher)
-        try:
-            await asyncio.wait_for(ready.wait(), 15)
-        except TimeoutError:
-            raise UsageError(f"cannot subscribe at the broker {host}:{port}") from None
-        except aiomqtt.MqttError as exc:
-            raise UsageError(f"cannot reach the broker at {host}:{port}: {exc}") from None
+        # subscribed, or the watcher failed (a --broker nobody listens on: at once, not after 15 s)
+        subscribed = asyncio.ensure_future(ready.wait())
+        await asyncio.wait({subscribed, watcher}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.is_set():
+            subscribed.cancel()
+            failure = watcher.exception() if watcher.done() and not watcher.cancelled() else None
+            if isinstance(failure, aiomqtt.MqttError):
+                raise UsageError(f"cannot reach the broker at {host}:{port}: {failure}")
+            raise UsageError(f"cannot subscribe at the broker {host}:{port}")
         await sim.wait_host(30)
         for _ in range(rounds):
             await sim.play_round()
@@ -358,7 +371,8 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         if keep:
             with contextlib.suppress(OSError):
                 (tmp / MARKER).unlink()  # kept: never swept by a later demo
-            print(f"demo files kept in {tmp}", file=sys.stderr)
+            print(f"demo files kept in {tmp}; its journal: tablesense recall --config {tmp / CONFIG_NAME} "
+                  f"(or verify --config ...)", file=sys.stderr)
         else:
             with contextlib.suppress(OSError):
                 shutil.rmtree(tmp)

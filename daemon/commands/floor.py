@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=run)
     sub = p.add_subparsers(dest="floor_command", metavar="{report}", parser_class=type(p))
     r = sub.add_parser("report", help="table-games figures per gaming day, table, shoe and wager",
-                       description="Rounds, handle, player net, house win, commission, hold %% and "
+                       description="Rounds, handle, player net, house win, commission, hold % and "
                                    "theoretical win (exact house edge x handle) per gaming day, table, shoe "
                                    "and wager, void rounds apart; money as exact decimals.")
     r.add_argument("--database", required=True, metavar="URL", help="the floor database")

@@ -6,7 +6,9 @@
 
 Subscribes only to the public topics (status, round, results, settlements, alarms, devices/+), so it
 needs no access to ``floor/``, and shows the same view as ``tablesense demo`` (:mod:`daemon.view`).
-``--no-ui`` prints one plain line per message instead. Ctrl-C ends it with a summary. On the
+``--no-ui`` prints one plain line per message instead, and so does a monitor whose standard output is
+not a terminal (a pipe or a log file: a live view there would show nothing until the end). Ctrl-C,
+SIGTERM and SIGHUP (its terminal closed) end it the same way, with the summary and exit status 0. On the
 production broker (TLS, no anonymous clients, ACL; docs/security.md) it logs in as ``surveillance`` or
 ``floor`` (both read alarms; ``signage-<table>`` would see no alarms) with the flags of
 :mod:`daemon.broker_auth`, checked as ``tablesense run`` checks its own.
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
+import sys
 from typing import Any
 
 import aiomqtt
@@ -26,7 +30,10 @@ from tablesense.daemon.mqtt import CredentialsError
 from tablesense.daemon.topics import option_problem
 from tablesense.daemon.view import TableView, summary_lines, watch
 
-__all__ = ["parse_broker", "register", "run"]
+__all__ = ["STOP_SIGNALS", "parse_broker", "register", "run", "watch_until_stopped"]
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that end the monitor like Ctrl-C: with its summary (the default action would kill it silently)."""
 
 
 def parse_broker(text: str, default_port: int = 1883) -> tuple[str, int]:
@@ -65,8 +72,36 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+async def watch_until_stopped(host: str, port: int, **kwargs: Any) -> None:
+    """:func:`daemon.view.watch` until it returns or one of :data:`STOP_SIGNALS` arrives; a stop signal
+    ends the watch as Ctrl-C does (the live view is closed, ``kwargs["views"]`` keeps what was seen).
+
+    Raises ``aiomqtt.MqttError`` as ``watch`` does (the first connection failed).
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(watch(host, port, **kwargs))
+    stopped = False
+
+    def on_signal() -> None:
+        nonlocal stopped
+        stopped = True
+        task.cancel()
+
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+    finally:
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Watch until Ctrl-C, then print the summary; returns the exit status.
+    """Watch until Ctrl-C, SIGTERM or SIGHUP, then print the summary; returns the exit status (0).
+    The live view only on a terminal; plain lines otherwise (as ``--no-ui``).
 
     Raises UsageError (one line) for a bad --broker, a --table or --prefix the table config would
     refuse (:func:`daemon.topics.option_problem`, shared with ``signage``), a broker that refuses or
@@ -82,9 +117,10 @@ def run(args: argparse.Namespace) -> int:
     except CredentialsError as exc:
         raise UsageError(f"monitor: {exc}") from None
     views: dict[str, TableView] = {}
+    ui = not args.no_ui and sys.stdout.isatty()
     try:
-        asyncio.run(watch(host, port, prefix=args.prefix, table=args.table, ui=not args.no_ui, views=views,
-                          auth=auth))
+        asyncio.run(watch_until_stopped(host, port, prefix=args.prefix, table=args.table, ui=ui, views=views,
+                                        auth=auth))
     except aiomqtt.MqttError as exc:
         raise UsageError(f"cannot reach the broker at {host}:{port}: {exc}") from None
     except BrokenPipeError:  # e.g. piped into head: the reader has gone

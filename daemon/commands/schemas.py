@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     """Add the ``schemas`` sub-command."""
     p = subparsers.add_parser("schemas", help="generate docs/schemas/*.json from the message models",
-                              description=__doc__.split("\n\n")[0] if __doc__ else None)
+                              description="Write the JSON Schema of every published message, one file per "
+                                          "message model; --check compares only.")
     p.add_argument("--out", default=str(DEFAULT_DIR),
                    help="directory (default: the packaged schemas, docs/schemas/ in a checkout)")
     p.add_argument("--check", action="store_true", help="compare only; exit 1 when the files differ")

@@ -153,7 +153,8 @@ def _parse_wager(raw: Any, i: int) -> Wager:
         try:
             hand = Hand(raw["hand"])
         except ValueError:
-            raise _Bad(f"{where}.hand: unknown hand {raw['hand']!r} (player, banker or null)") from None
+            raise _Bad(f"{where}.hand: unknown hand {raw['hand']!r} (player, banker or null; blackjack and "
+                       "uth wagers name no hand: the spot is the box, as in \"hands\")") from None
     stake = raw["stake"]
     if isinstance(stake, float):
         raise _Bad(f"{where}.stake: must be an integer number of minor units (cents), got {stake!r}")
