@@ -5,15 +5,23 @@ device (or a separately started simulator); the environment variable ``TABLESENS
 same. Without either, the HIL tests are skipped with a reason saying so.
 
 Every test runs with ``$CREDENTIALS_DIRECTORY`` set to a directory holding a journal key (``_journal_key``).
+
+``rigs`` starts a fault scenario's world (:mod:`faults.harness`: a Mosquitto the test owns, optionally a
+cuttable loopback proxy, a persistent-session subscriber, the simulated table on ptys and ``tablesense run``)
+and tears every one down after the test, whatever happened; the fault suite and the adversarial tests use it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from faults.harness import Rig
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,3 +47,21 @@ def _journal_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ.pop(CREDENTIALS_ENV, None)
     else:
         os.environ[CREDENTIALS_ENV] = saved
+
+
+@pytest.fixture
+async def rigs(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Rig]]]:
+    """A factory of fault-scenario worlds (:func:`faults.harness.make_rig` keyword arguments), each closed
+    (:func:`faults.harness.close_rig`) after the test."""
+    from faults.harness import close_rig, make_rig
+
+    made: list[Rig] = []
+
+    async def factory(**kwargs: Any) -> Rig:
+        rig = await make_rig(tmp_path / f"rig{len(made)}", **kwargs)
+        made.append(rig)
+        return rig
+
+    yield factory
+    for rig in made:
+        await close_rig(rig)

@@ -16,12 +16,11 @@ simulated table on ptys and a real Mosquitto:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from faults.harness import Rig, close_rig, make_rig
+from faults.harness import Rig
 
 from tablesense.daemon.broker import mosquitto_binary
 from tablesense.daemon.rules.baccarat import next_card_hand
@@ -31,20 +30,6 @@ from tablesense.simulators.dealer import DealtRound
 
 pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")]
-
-
-@pytest.fixture
-async def rigs(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Rig]]]:
-    made: list[Rig] = []
-
-    async def factory(**kwargs: Any) -> Rig:
-        rig = await make_rig(tmp_path / f"rig{len(made)}", **kwargs)
-        made.append(rig)
-        return rig
-
-    yield factory
-    for rig in made:
-        await close_rig(rig)
 
 
 async def three_cards_dealt(rig: Rig) -> DealtRound:

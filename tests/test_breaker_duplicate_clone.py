@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from faults.harness import DaemonProc, Rig, close_rig, make_rig, wait_until
+from faults.harness import DaemonProc, Rig, wait_until
 
 from tablesense.daemon.broker import mosquitto_binary
 from tablesense.daemon.config import parse_config
@@ -27,20 +27,6 @@ from tablesense.simulators.dealer import SimTable
 
 pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")]
-
-
-@pytest.fixture
-async def rigs(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Rig]]]:
-    made: list[Rig] = []
-
-    async def factory(**kwargs: Any) -> Rig:
-        rig = await make_rig(tmp_path / f"rig{len(made)}", **kwargs)
-        made.append(rig)
-        return rig
-
-    yield factory
-    for rig in made:
-        await close_rig(rig)
 
 
 @pytest.mark.xfail(strict=True, reason="daemon/mqtt.py (owned by another helper): Relay._foreign exempts a "

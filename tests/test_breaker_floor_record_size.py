@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
 from command_support import body
 from faults import harness
-from faults.harness import Rig, close_rig, journal_rows, make_rig, wait_until
+from faults.harness import Rig, journal_rows, wait_until
 from paho.mqtt.enums import CallbackAPIVersion
 
 from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
@@ -51,21 +50,11 @@ def test_the_limit_is_the_shipped_one() -> None:
     assert f"\nmessage_size_limit {SHIPPED_LIMIT}\n" in conf
 
 
-@pytest.fixture
-async def rigs(tmp_path: Path,
-               monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Callable[..., Awaitable[Rig]]]:
+@pytest.fixture(autouse=True)
+def _shipped_size_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every broker of this module's rigs (the ``rigs`` fixture) has the shipped message size limit."""
     monkeypatch.setattr(harness, "MosquittoBroker",
                         functools.partial(MosquittoBroker, extra=f"message_size_limit {SHIPPED_LIMIT}"))
-    made: list[Rig] = []
-
-    async def factory(**kwargs: Any) -> Rig:
-        rig = await make_rig(tmp_path / f"rig{len(made)}", **kwargs)
-        made.append(rig)
-        return rig
-
-    yield factory
-    for rig in made:
-        await close_rig(rig)
 
 
 def send_command(rig: Rig, name: str, payload: bytes) -> None:

@@ -17,32 +17,16 @@ Two cards that left the shoe, that the daemon had received, were recorded nowher
 from __future__ import annotations
 
 import resource
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 import pytest
-from faults.harness import Rig, close_rig, journal_cards, make_rig, wait_until
+from faults.harness import Rig, journal_cards, wait_until
 
 from tablesense.daemon.broker import mosquitto_binary
 from tablesense.simulators.dealer import DealtRound
 
 pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")]
-
-
-@pytest.fixture
-async def rigs(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Rig]]]:
-    made: list[Rig] = []
-
-    async def factory(**kwargs: Any) -> Rig:
-        rig = await make_rig(tmp_path / f"rig{len(made)}", **kwargs)
-        made.append(rig)
-        return rig
-
-    yield factory
-    for rig in made:
-        await close_rig(rig)
 
 
 def disk_limit(pid: int, size: int) -> None:

@@ -13,12 +13,10 @@ releases; acknowledged, the round settled with the card counted twice.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 import pytest
-from faults.harness import Rig, close_rig, make_rig, wait_until
+from faults.harness import Rig, wait_until
 
 from tablesense.daemon.broker import mosquitto_binary
 from tablesense.daemon.rules.baccarat import next_card_hand
@@ -26,20 +24,6 @@ from tablesense.simulators.dealer import DealtRound
 
 pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")]
-
-
-@pytest.fixture
-async def rigs(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Rig]]]:
-    made: list[Rig] = []
-
-    async def factory(**kwargs: Any) -> Rig:
-        rig = await make_rig(tmp_path / f"rig{len(made)}", **kwargs)
-        made.append(rig)
-        return rig
-
-    yield factory
-    for rig in made:
-        await close_rig(rig)
 
 
 async def test_a_card_re_read_after_a_shoe_restart_holds_the_round(
