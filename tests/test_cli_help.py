@@ -25,8 +25,9 @@ with contextlib.redirect_stdout(out):
         code = exc.code
 print(repr(code))
 print(out.getvalue())
-print("MODULES " + " ".join(sorted(m for m in sys.modules if m.split(".")[0] in {{"aiohttp", "aiomqtt",
-      "psycopg", "rich", "paho"}} or m.startswith("tablesense.daemon.commands.") or m == "tablesense.daemon.app")))
+heavy = {{"aiohttp", "aiomqtt", "psycopg", "rich", "paho"}}
+print("MODULES " + " ".join(sorted(m for m in sys.modules if m.split(".")[0] in heavy
+      or m.startswith("tablesense.daemon.commands.") or m == "tablesense.daemon.app")))
 """
 
 
