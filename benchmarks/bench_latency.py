@@ -34,6 +34,7 @@ import aiomqtt  # noqa: E402
 
 from tablesense.daemon.broker import MosquittoBroker  # noqa: E402
 from tablesense.daemon.config import parse_config  # noqa: E402
+from tablesense.daemon.journal.key import write_new_key  # noqa: E402
 from tablesense.daemon.mqtt import NODELAY  # noqa: E402
 from tablesense.simulators.dealer import SimTable, sim_config_toml  # noqa: E402
 
@@ -96,6 +97,7 @@ async def main(settlements: int, seed: int, pace: float, journal_dir: str | None
     urls = {"shoe": str(dev / "shoe"), "pads": str(dev / "pads")}
     text = sim_config_toml("baccarat", urls=urls, host=broker.host, port=broker.port, journal=journal)
     (tmp / "t.toml").write_text(text)
+    write_new_key(tmp / "journal-key")  # the journal's sealing key, as the unit's credential
     config = parse_config(text)
     card_times: dict[int, float] = {}
     sim = SimTable(config, dev, seed=seed, pace=pace,
@@ -116,8 +118,11 @@ async def main(settlements: int, seed: int, pace: float, journal_dir: str | None
     await ready.wait()
     log = open(tmp / "daemon.log", "wb")  # noqa: SIM115
     import subprocess
-    proc = subprocess.Popen([TABLESENSE, "run", "--config", str(tmp / "t.toml"), "--log-level", "warning"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    prefix = os.environ.get("BENCH_DAEMON_PREFIX", "").split()
+    proc = subprocess.Popen([*prefix, TABLESENSE, "run", "--config", str(tmp / "t.toml"),
+                             "--log-level", "warning"],
+                            stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "CREDENTIALS_DIRECTORY": str(tmp)})
     try:
         await sim.wait_host(30)
         rss_start = rss_kib(proc.pid)
