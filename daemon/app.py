@@ -1106,7 +1106,8 @@ class App:
             if rnd is not None:
                 bind_round(shoe, rnd)
                 break
-        self.relay.notify()
+        if rows:  # most inputs (chips) emit nothing: the relay is not woken for them
+            self.relay.notify(rows)  # published from memory, not read back from the journal
 
     def _journal_failed(self, inp: TimedInput, exc: Exception) -> None:
         """An append failed: log it, show it in the status, tell the floor once per failing spell, and

@@ -422,6 +422,11 @@ def _channel_name(channel: Any) -> str:
     return str(value).lower()
 
 
+MAX_HANDED_ROWS = 4096
+"""Most committed rows the relay keeps in memory to publish (:meth:`Relay.notify`); past it, it reads the
+outbox back from the journal."""
+
+
 class _AckClient(aiomqtt.Client):
     """aiomqtt 2.5.1 client that keeps the MQTT v5 PUBACK reason code of each publish.
 
@@ -591,6 +596,10 @@ class Relay:
         self._props: Properties | None = None
         self._retry_rejected_after = retry_rejected_after
         self._wakeup = asyncio.Event()
+        self._handed: deque[OutboxRowLike] = deque()
+        """Rows committed since the outbox was last read, handed over by :meth:`notify`."""
+        self._reread = True
+        """The outbox must be read from the journal (a new session, rows not handed over, a retry)."""
         self._stopping = asyncio.Event()
         self._client: _AckClient | None = None
         self._command_tasks: set[asyncio.Task[None]] = set()
@@ -621,8 +630,17 @@ class Relay:
         self.replayed = 0
 
     # -- public API ---------------------------------------------------------------------------------
-    def notify(self) -> None:
-        """Wake the relay: new rows were appended to the outbox."""
+    def notify(self, rows: Sequence[OutboxRowLike] | None = None) -> None:
+        """Wake the relay: new rows were appended to the outbox. ``rows``: the rows just committed, in row
+        order (what :meth:`Journal.append` returned): the relay publishes them from memory instead of
+        reading them back from the journal. Without ``rows`` it reads the outbox from its last row."""
+        if rows is None:
+            self._reread = True
+        elif len(self._handed) + len(rows) > MAX_HANDED_ROWS:  # e.g. a long broker outage
+            self._handed.clear()
+            self._reread = True  # read back from the journal instead, a batch at a time
+        else:
+            self._handed.extend(rows)
         self._wakeup.set()
 
     def republish_status(self) -> None:
@@ -1114,7 +1132,20 @@ class Relay:
                     results.append(None)
             return results, None
 
-        results, unexpected = await asyncio.to_thread(mark_all)
+        try_mark = getattr(journal, "try_mark_delivered", None)
+        results: list[JournalError | None]
+        unexpected: BaseException | None
+        if try_mark is not None and try_mark([r.row_id for r in rows]):
+            # recorded in memory without a thread hop (the journal's lock was free); sealing them, every
+            # MARK_BATCH rows or MARK_DELAY seconds, is SQLite work: a worker thread does it
+            results, unexpected = [None for _ in rows], None
+            if journal.marks_due():  # type: ignore[attr-defined]
+                try:
+                    await asyncio.to_thread(journal.flush_marks)  # type: ignore[attr-defined]
+                except JournalError as exc:
+                    results[-1] = exc  # logged and counted once below; the marks stay waiting
+        else:
+            results, unexpected = await asyncio.to_thread(mark_all)
         for r, error in zip(rows, results, strict=False):
             if error is not None:
                 self.mark_failures += 1
@@ -1143,13 +1174,28 @@ class Relay:
         after = 0
         retry_at = math.inf
         inflight: deque[tuple[OutboxRowLike, str, asyncio.Future[None]]] = deque()
+        self._reread = True  # a new session starts from the first undelivered row
         try:
             while not self._stopping.is_set():
                 if time.monotonic() >= retry_at:
                     after, retry_at = 0, math.inf
+                    self._reread = True
                 self._wakeup.clear()
-                rows = await asyncio.to_thread(self._journal.pending, self._batch, after)
+                rows: Sequence[OutboxRowLike]
+                if self._reread:
+                    # every row committed before this read is in it (up to the batch), every row
+                    # committed after it is handed over by notify(): rows at or before ``after`` are
+                    # skipped, so none is published twice and none is missed
+                    self._reread = False
+                    rows = await asyncio.to_thread(self._journal.pending, self._batch, after)
+                    if len(rows) >= self._batch:
+                        self._reread = True  # more to read
+                else:
+                    rows = [r for r in self._handed if r.row_id > after]
+                    self._handed.clear()
                 if not rows:
+                    if self._reread or self._handed:
+                        continue
                     timeout = None if retry_at == math.inf else max(0.0, retry_at - time.monotonic())
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
