@@ -70,9 +70,10 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))]
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of ``pid`` so far (seconds, /proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+def cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """User + system CPU time of ``pid`` (or of its thread ``tid``) so far (seconds, /proc)."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    fields = Path(path).read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -230,7 +231,7 @@ async def main(settlements: int, seed: int, journal_dir: str | None) -> dict[str
                                     os.environ["BENCH_PYSPY"]], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
             await asyncio.sleep(1)
-        cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
+        cpu0, loop0, t0 = cpu_seconds(proc.pid), cpu_seconds(proc.pid, proc.pid), time.monotonic()
         while n_settled - sum(len(r.wagers) for r in sim.rounds[:warm_rounds]) < settlements:
             await sim.play_round(bets)
         want = sum(len(r.wagers) for r in sim.rounds)
@@ -239,6 +240,7 @@ async def main(settlements: int, seed: int, journal_dir: str | None) -> dict[str
                 await asyncio.sleep(0.0005)
         elapsed = time.monotonic() - t0
         cpu = cpu_seconds(proc.pid) - cpu0
+        loop_cpu = cpu_seconds(proc.pid, proc.pid) - loop0  # the main thread: the event loop
         rss = rss_kib(proc.pid)
         if spy is not None:
             spy.send_signal(2)
@@ -309,7 +311,8 @@ async def main(settlements: int, seed: int, journal_dir: str | None) -> dict[str
         "rounds": rounds, "settlements": len(per_settlement), "cards": len(card_last), "elapsed": elapsed,
         "card_last": card_last, "card_first": card_first, "card_ack": card_ack, "bursts": bursts,
         "per_settlement": per_settlement, "bare_single": single, "bare_burst": burst_ms, "fsync": fsync,
-        "cpu_per_round": cpu / rounds * 1000, "rounds_per_s": rounds / elapsed, "help": helps,
+        "cpu_per_round": cpu / rounds * 1000,
+        "loop_cpu_per_round": loop_cpu / rounds * 1000, "rounds_per_s": rounds / elapsed, "help": helps,
         "rss": rss, "commit_mean": commit_mean, "work": str(tmp), "journal": str(journal),
     }
 
@@ -352,6 +355,9 @@ def report(r: dict[str, Any]) -> str:
                f" ms; the daemon's mean commit (its metrics) {(r['commit_mean'] or float('nan')) * 1000:.2f}"
                f" ms; per settlement p50 {p50(r['per_settlement']):.2f} "
                f"p99 {p99(r['per_settlement']):.2f} ms")
+    out.append(f"daemon CPU per round {r['cpu_per_round']:.2f} ms: event loop thread "
+               f"{r['loop_cpu_per_round']:.2f} ms (devices, state machine, MQTT), worker threads "
+               f"{r['cpu_per_round'] - r['loop_cpu_per_round']:.2f} ms (journal commits, maintenance)")
     out.append(f"daemon memory at the end {r['rss'][0] / 1024:.1f} MiB (peak {r['rss'][1] / 1024:.1f} MiB); "
                "start-up at 200,000 rounds: benchmarks/bench_journal.py")
     out.append(f"(work files in {r['work']}; journal in {r['journal']})")
