@@ -427,6 +427,42 @@ MAX_HANDED_ROWS = 4096
 outbox back from the journal."""
 
 
+_PUBLISH = 0x30
+_DISCONNECT = 0xE0
+_COALESCE_MAX = 256 * 1024
+
+
+def _coalesce(out: deque[Any]) -> None:
+    """Join the packets waiting in paho's output queue ``out`` (``_OutPacket`` dicts) into one, so a burst
+    of publishes goes out in one ``send()`` instead of one per packet (each send on a TCP_NODELAY
+    loopback socket costs tens of microseconds of kernel time; a settlement burst is 10-25 packets).
+
+    Only packets whose completion paho does not act on are joined: not a QoS 0 PUBLISH (its
+    ``on_publish`` fires when written) and not a DISCONNECT (the socket closes after it); the joined
+    packet is labelled as a QoS 1 PUBLISH, for which paho's ``_packet_write`` (paho-mqtt 2.1) does
+    nothing once it is written. The bytes and their order are unchanged; at most
+    :data:`_COALESCE_MAX` bytes are joined at a time."""
+    if len(out) < 2:
+        return
+    taken: list[Any] = []
+    size = 0
+    while out:
+        p = out[0]
+        cmd = p["command"] & 0xF0
+        if cmd == _DISCONNECT or (cmd == _PUBLISH and p["qos"] == 0):
+            break
+        if taken and size + p["to_process"] > _COALESCE_MAX:
+            break
+        taken.append(out.popleft())
+        size += p["to_process"]
+    if len(taken) == 1:
+        out.appendleft(taken[0])  # nothing to join: left as it was
+    elif taken:
+        data = b"".join(bytes(p["packet"][p["pos"]:]) for p in taken)
+        out.appendleft({"command": _PUBLISH | 0x02, "mid": 0, "qos": 1, "pos": 0, "to_process": len(data),
+                        "packet": data, "info": None})
+
+
 class _AckClient(aiomqtt.Client):
     """aiomqtt 2.5.1 client that keeps the MQTT v5 PUBACK reason code of each publish.
 
@@ -458,6 +494,14 @@ class _AckClient(aiomqtt.Client):
             return paho_read(max_packets)
 
         self._client.loop_read = loop_read  # type: ignore[method-assign]
+        paho = self._client
+        paho_write = paho._packet_write
+
+        def packet_write() -> MQTTErrorCode:
+            _coalesce(paho._out_packet)
+            return paho_write()
+
+        self._client._packet_write = packet_write  # type: ignore[method-assign]
 
     def _on_disconnect(self, client: paho.Client, userdata: Any, flags: paho.DisconnectFlags,
                        reason_code: ReasonCode, properties: Properties | None = None) -> None:

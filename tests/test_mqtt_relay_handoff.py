@@ -138,3 +138,47 @@ async def test_the_relay_is_not_woken_by_inputs_that_emit_nothing(tmp_path: Path
         assert woken == [n for n in emitted if n]  # woken once per commit with rows, never without
     finally:
         app.journal.close()
+
+
+async def test_a_burst_of_publishes_goes_out_in_one_send_in_order(broker: MosquittoBroker) -> None:
+    """A settlement burst is handed to paho at once; it is written with one send(), not one per packet,
+    and every message arrives, in order, each acknowledged."""
+    from tablesense.daemon.mqtt import NODELAY, _AckClient
+
+    async with Subscriber(broker, "ts/HO4/#", "sub-HO4") as sub:
+        async with _AckClient(broker.host, broker.port, identifier="pub-HO4", socket_options=NODELAY,
+                              max_inflight_messages=64) as client:
+            sends: list[int] = []
+            real_send = client._client._sock_send
+
+            def send(buf: bytes) -> int:
+                sends.append(len(buf))
+                return real_send(buf)
+
+            client._client._sock_send = send  # type: ignore[method-assign]
+            futs = [client.start_publish("ts/HO4/settlements", f'{{"seq": {n}}}'.encode(), 1, False, None)
+                    for n in range(1, 21)]
+            await asyncio.wait_for(asyncio.gather(*futs), 10)
+            publishes = [n for n in sends if n > 4]  # PUBLISH packets (a PINGREQ is 2 bytes)
+            assert len(publishes) == 1, sends  # twenty packets, one write
+        await sub.wait_for(lambda ms: len(seqs(ms)) == 20)
+    assert seqs(sub.messages) == list(range(1, 21))
+
+
+def test_coalescing_leaves_packets_paho_acts_on_apart() -> None:
+    from collections import deque
+
+    from tablesense.daemon.mqtt import _coalesce
+
+    def pkt(command: int, qos: int, data: bytes, pos: int = 0) -> dict[str, Any]:
+        return {"command": command, "mid": 1, "qos": qos, "pos": pos, "to_process": len(data) - pos,
+                "packet": data, "info": None}
+
+    out = deque([pkt(0x32, 1, b"abcd", pos=1), pkt(0x32, 1, b"efg"), pkt(0x30, 0, b"qos0"),
+                 pkt(0x32, 1, b"h")])
+    _coalesce(out)
+    assert [p["packet"][p["pos"]:] for p in out] == [b"bcdefg", b"qos0", b"h"]
+    assert out[1]["qos"] == 0 and out[1]["command"] == 0x30  # a QoS 0 publish is left as it was
+    disconnect = deque([pkt(0xE0, 0, b"\xe0\x00"), pkt(0x32, 1, b"x")])
+    _coalesce(disconnect)
+    assert [p["command"] for p in disconnect] == [0xE0, 0x32]
