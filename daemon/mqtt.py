@@ -540,6 +540,12 @@ class _AckClient(aiomqtt.Client):
         self._ack_reasons[mid] = reason_code
         super()._on_publish(client, userdata, mid, reason_code, properties)
 
+    def write_now(self) -> None:
+        """Write what paho has queued now, instead of at the loop's next look at the socket (paho's own
+        ``loop_write``; a full socket buffer leaves the rest for the writer callback)."""
+        with contextlib.suppress(Exception):  # a broken socket: the session's own checks end it
+            self._client.loop_write()
+
     def start_publish(self, topic: str, payload: bytes, qos: int, retain: bool,
                       properties: Properties | None) -> asyncio.Future[None]:
         """Hand a message to paho now (no await: a burst goes out in one write) and return a future
@@ -1244,13 +1250,15 @@ class Relay:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
                     continue
-                for row in rows:
+                for i, row in enumerate(rows):
                     if self._stopping.is_set():
                         break
                     topic = self.topics.for_channel(_channel_name(row.channel), row.device)
                     inflight.append((row, topic, client.start_publish(
                         topic, bytes(row.payload), max(row.qos, 0), bool(row.retain), self._props)))
                     after = row.row_id
+                    if i == 0 and len(rows) > 1:
+                        client.write_now()  # the first goes out now, the rest together once queued
                     while inflight and (len(inflight) >= self._window or inflight[0][2].done()):
                         if not await self._settle_head(inflight) and retry_at == math.inf:
                             retry_at = time.monotonic() + self._retry_rejected_after

@@ -182,3 +182,35 @@ def test_coalescing_leaves_packets_paho_acts_on_apart() -> None:
     disconnect = deque([pkt(0xE0, 0, b"\xe0\x00"), pkt(0x32, 1, b"x")])
     _coalesce(disconnect)
     assert [p["command"] for p in disconnect] == [0xE0, 0x32]
+
+
+async def test_the_first_message_of_a_burst_is_written_before_the_rest_is_queued(
+        broker: MosquittoBroker, journal: Journal) -> None:
+    """A deciding card's burst: its first message goes out at once, the rest in one more write."""
+    traffic = Traffic()
+    async with Subscriber(broker, "ts/HO5/#", "sub-HO5") as sub:
+        relay = Relay(settings(broker, "HO5"), journal, status)
+        task = await run_relay(relay)
+        client = relay._client
+        assert client is not None
+        await asyncio.sleep(0.2)  # the session's own publishes (status, retained state) are out
+        sends: list[int] = []
+        real_send = client._client._sock_send
+
+        def send(buf: bytes) -> int:
+            sends.append(len(buf))
+            return real_send(buf)
+
+        client._client._sock_send = send  # type: ignore[method-assign]
+        rows: list[OutboxRow] = []
+        for inp, emits in traffic.baccarat_round():
+            rows += journal.append(inp, emits)
+        relay.notify(rows)
+        await sub.wait_for(lambda ms: seqs(ms)[-1:] == [rows[-1].seq])
+        await relay.stop(task)
+    first = len(rows[0].payload)
+    publishes = [n for n in sends if n > 4]
+    assert len(rows) > 5
+    assert first < publishes[0] < first + 200  # the first message alone (its topic and header)
+    assert sum(publishes[1:2]) > sum(len(r.payload) for r in rows[1:])  # then all the others in one write
+    assert seqs(sub.messages)[-len(rows):] == [r.seq for r in rows]
