@@ -406,6 +406,8 @@ class App:
         """Inputs applied and waiting for their group's commit (:meth:`_process_devices`), else ``None``."""
         self._group_acks: set[str] | None = None
         self._staged_rounds = 0
+        self._group_failed_devices: set[str] = set()
+        """Devices whose first frame of the group whose commit just failed is now the one due."""
         self.refusal: str | None = None
         """Why settling is refused (the journal was damaged or cannot be replayed), ``None`` normally."""
 
@@ -605,6 +607,7 @@ class App:
             ok = await self._flush_staged() and ok
         finally:
             self._staged, self._group_acks = None, None
+            self._group_failed_devices = set()
             self._commit_lock.release()
         await self._send_acks(acks)
         return ok
@@ -617,6 +620,7 @@ class App:
             return True
         assert self.journal is not None and self.relay is not None
         self._staged, self._staged_rounds = [], 0
+        self._group_failed_devices = set()
         try:
             if len(staged) == 1:
                 inp, emits, _ = staged[0]
@@ -640,8 +644,10 @@ class App:
     def _group_failed(self, staged: list[tuple[TimedInput, list[Emit], bool]], exc: Exception) -> None:
         """A group commit failed: as :meth:`_journal_failed` for its first input (status, one alarm per
         spell, the machine rebuilt from the journal), and every device with a frame in the group waits
-        for its first one again, as after a failed write of that frame alone (:meth:`_intake`), and is
-        not acknowledged (its last journaled number may belong to a session it has left)."""
+        for its first one again, as after a failed write of that frame alone (:meth:`_intake`), with its
+        later frames of the group held back behind it (applied after it if the device does not resend,
+        as frames that come after a failed write are), and is not acknowledged (its last journaled
+        number may belong to a session it has left)."""
         self._journal_failed(staged[0][0], exc)
         self.journal_failures += len(staged) - 1
         now = self._clock()
@@ -650,9 +656,26 @@ class App:
             if isinstance(ev, DeviceEvent):
                 if self._group_acks is not None:
                     self._group_acks.discard(ev.device)
-                if ev.device not in self._failed:
+                if ev.device not in self._group_failed_devices:  # its first frame of the group
+                    self._group_failed_devices.add(ev.device)
                     self._waits.pop(ev.device, None)
                     self._failed[ev.device] = (ev, now)
+                else:  # the later ones: held back behind it, as if they had come after the failure
+                    wait = self._waits.get(ev.device)
+                    if wait is None:
+                        wait = self._waits[ev.device] = _Wait(now + RESEND_WAIT)
+                    wait.held[ev.seq] = ev
+
+    def _fail_frame(self, device: str, ev: DeviceEvent, *, drop_held: bool = True) -> None:
+        """``ev`` was not journaled: it is the device's frame due until it is resent (or applied by the
+        host after :data:`RESEND_WAIT`), and (``drop_held``) the frames held back behind it are dropped
+        (not acknowledged: the device resends them) - unless a failed group commit just did this for
+        the device's first frame of the group and held the later ones back (:meth:`_group_failed`)."""
+        if device in self._group_failed_devices:
+            return
+        if drop_held:
+            self._waits.pop(device, None)
+        self._failed[device] = (ev, self._clock())
 
     async def _intake(self, item: DeviceEvent | DeviceState, acks: set[str]) -> bool:
         """Under the commit lock: resend, restart, order and hold-back rules, then apply."""
@@ -691,8 +714,7 @@ class App:
             self._waits.pop(device, None)  # a restarted device resends nothing of its old session
         ok = await self._apply(TimedInput(ts=now_iso(), event=item))
         if not ok:
-            self._waits.pop(device, None)  # not acknowledged: the device resends those too
-            self._failed[device] = (item, self._clock())  # and nothing after it goes before it
+            self._fail_frame(device, item)  # nothing after it goes before it
             return False
         self._failed.pop(device, None)
         acks.add(device)
@@ -712,8 +734,7 @@ class App:
             if machine.is_resend(nxt):
                 continue
             if not await self._apply(TimedInput(ts=now_iso(), event=nxt)):
-                self._waits.pop(device, None)
-                self._failed[device] = (nxt, self._clock())
+                self._fail_frame(device, nxt)
                 return
             machine = self.machine
         if wait is not None and not wait.held:
@@ -737,7 +758,7 @@ class App:
             if machine is None or ((failed is None or ev is not failed[0]) and machine.is_resend(ev)):
                 continue
             if not await self._apply(TimedInput(ts=now_iso(), event=ev)):
-                self._failed[device] = (ev, self._clock())  # the rest is resent by the device
+                self._fail_frame(device, ev, drop_held=False)  # the rest is resent by the device
                 return applied
             applied = True
             acks.add(device)

@@ -8,6 +8,7 @@ No broker is needed: acknowledgements are read from ``App.last_ack`` (what the l
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -129,8 +130,61 @@ async def test_a_failed_group_commit_acknowledges_none_of_it_and_the_frames_are_
     assert journaled(app) == before and equals_replay(app)
     assert app.journal_failures == 3
     failing["on"] = False
-    assert await app._process_devices(group)  # the devices resend them: taken again, in order
+    # the devices resend them: taken again, in order (the shoe's 9S, held back behind 7D since the
+    # failure, is applied with it, so its resend is dropped as one)
+    await app._process_devices(group)
     assert app.last_ack == {SHOE: 3, PADS: 6}
     cards = [str(e.card) for e in journaled(app) if isinstance(e, CardDrawn)]
     assert cards == ["7D", "9S"]  # exactly once
     assert equals_replay(app)
+
+
+async def test_a_failed_group_keeps_its_later_frames_behind_the_first_for_a_device_that_never_resends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four cards in one group, the last completing the round that makes maintenance due (the group is
+    committed there): the commit fails. The shoe's first card of the group is the frame due, the other
+    three are held back behind it; a shoe that never resends gets all four journaled by the host after
+    RESEND_WAIT, in order, with no gap on record (as when each frame failed alone and the rest came
+    after)."""
+    from tablesense.daemon import app as app_module
+
+    class Clock:
+        now = 1000.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    clock = Clock()
+    a = App(baccarat_config(extra=f'\n[journal]\ndirectory = "{tmp_path / "journal"}"\n'), clock=clock)
+    a.open()
+    assert a.journal is not None
+    try:
+        assert await a._process_devices([IDENT, ShoeStatus(SHOE, 1, ShoeStatusKind.NEW_SHOE),
+                                         DealerButton(PADS, 1, Button.NO_MORE_BETS)])
+        a._rounds_since_prune = app_module.PRUNE_EVERY_ROUNDS - 1  # this round makes maintenance due
+        real_many = a.journal.append_many
+        calls = {"n": 0}
+
+        def many(items: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise JournalUnwritable("journal: database or disk is full (injected)")
+            return real_many(items)
+
+        monkeypatch.setattr(a.journal, "append_many", many)
+        # Player 9H + KD = 9, Banker 8C + KS = 8: naturals, the fourth card completes the round
+        group = [CardDrawn(SHOE, n, Card.parse(c)) for n, c in ((2, "9H"), (3, "8C"), (4, "KD"), (5, "KS"))]
+        assert not await a._process_devices(group)
+        assert a.last_ack[SHOE] == 1  # nothing of the group acknowledged
+        assert a._failed[SHOE][0] == group[0]  # the first of the group is due, not the last
+        assert list(a._waits[SHOE].held) == [3, 4, 5]  # the others held back behind it
+        clock.now += app_module.RESEND_WAIT + 0.1  # the shoe does not resend (acknowledging is optional)
+        await a._timer_step()
+        cards = [str(e.card) for e in journaled(a) if isinstance(e, CardDrawn)]
+        assert cards == ["9H", "8C", "KD", "KS"]
+        assert a.last_ack[SHOE] == 5
+        codes = [json.loads(r.payload).get("code") for r in a.journal.pending(limit=10_000)]
+        assert "SEQUENCE_GAP" not in codes
+        assert equals_replay(a)
+    finally:
+        a.journal.close()
