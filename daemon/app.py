@@ -8,8 +8,11 @@ One asyncio loop, independent tasks, data flowing one way:
 * the input task takes each item, stamps it with the arrival time (ISO 8601 UTC), runs it through
   :class:`~daemon.table.TableMachine` and appends the input and every emitted message to the journal in
   ONE transaction *before* anything is published (the transactional outbox, docs/journal.md), then
-  acknowledges the frame to the device;
-  the append (with its fsync) runs in a worker thread so the relay keeps publishing meanwhile;
+  acknowledges the frame to the device; items that queued up while the previous commit ran are taken
+  together and committed in one transaction (group commit, :meth:`App._process_devices`), none of them
+  acknowledged before it; the append (with its fsync) runs in a worker thread so the relay keeps
+  publishing meanwhile, and the committed rows are handed to the relay (:meth:`Relay.notify`), which
+  is woken only when there is something to publish (docs/performance.md);
 * commands from the broker (``cmd/{name}``) are machine inputs too, handled the same way and answered
   with the machine's :class:`~daemon.table.CommandReply`; one lock around "machine, then journal" keeps
   device events and commands in the same order in both;
