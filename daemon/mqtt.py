@@ -1,8 +1,11 @@
 """MQTT publishing for one table: connection settings, the topic map, the outbox relay, commands.
 
-The relay is the only publisher of journaled messages. It reads the journal's outbox in row order and
-publishes each row at its QoS over one connection (a small window in flight, in order), and marks a row
-delivered only after the broker acknowledged it (PUBACK). Data flows one way (bytes -> events -> round ->
+The relay is the only publisher of journaled messages. It publishes the journal's outbox in row order,
+each row at its QoS over one connection (a small window in flight, in order; a burst in one socket
+write, its first message at once), and marks a row delivered only after the broker acknowledged it
+(PUBACK). Rows just committed are handed over by the app (:meth:`Relay.notify` with the rows) and
+published from memory; the outbox is read from the journal at a session's start, for a retry, or when
+more rows wait than it keeps in memory. Data flows one way (bytes -> events -> round ->
 settlements -> journal -> MQTT): the
 machine's emits are journaled before anything is published, so a broker outage or a restart never loses
 a message; after a reconnect the relay starts again from the first undelivered row, with the same
