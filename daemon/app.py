@@ -654,24 +654,40 @@ class App:
                     self._group_acks.discard(ev.device)
                 if ev.device not in self._group_failed_devices:  # its first frame of the group
                     self._group_failed_devices.add(ev.device)
-                    self._waits.pop(ev.device, None)
                     self._failed[ev.device] = (ev, now)
+                    self._keep_held(ev.device, (), now)  # frames held back before the group stay held
                 else:  # the later ones: held back behind it, as if they had come after the failure
-                    wait = self._waits.get(ev.device)
-                    if wait is None:
-                        wait = self._waits[ev.device] = _Wait(now + RESEND_WAIT)
-                    wait.held[ev.seq] = ev
+                    self._keep_held(ev.device, (ev,), now)
 
-    def _fail_frame(self, device: str, ev: DeviceEvent, *, drop_held: bool = True) -> None:
+    def _fail_frame(self, device: str, ev: DeviceEvent, rest: Sequence[DeviceEvent] = ()) -> None:
         """``ev`` was not journaled: it is the device's frame due until it is resent (or applied by the
-        host after :data:`RESEND_WAIT`), and (``drop_held``) the frames held back behind it are dropped
-        (not acknowledged: the device resends them) - unless a failed group commit just did this for
-        the device's first frame of the group and held the later ones back (:meth:`_group_failed`)."""
+        host after :data:`RESEND_WAIT`). The frames held back behind it, and ``rest`` (frames that were
+        to follow it, in order), stay held back behind it (:meth:`_keep_held`): received intact, they
+        are never dropped and never acknowledged over (docs/protocol.md §3). After a failed group commit
+        (:meth:`_group_failed`) the device's first frame of the group is the one due, so ``ev`` and
+        ``rest`` are held back behind that one."""
+        now = self._clock()
         if device in self._group_failed_devices:
+            self._keep_held(device, (ev, *rest), now)
             return
-        if drop_held:
+        self._failed[device] = (ev, now)
+        self._keep_held(device, rest, now)
+
+    def _keep_held(self, device: str, frames: Iterable[DeviceEvent], now: float) -> None:
+        """Keep the frames held back for ``device`` plus ``frames`` (frames received intact and not
+        journaled, behind the device's frame due) for another :data:`RESEND_WAIT` from ``now``: the
+        device may resend the frame due meanwhile; if not, the host applies them all in order
+        (:meth:`_release_held`). The frame due itself (``_failed``) is never held twice."""
+        failed = self._failed.get(device)
+        wait = self._waits.get(device)
+        if wait is None:
+            wait = self._waits[device] = _Wait(now + RESEND_WAIT)
+        wait.deadline = now + RESEND_WAIT
+        for f in frames:
+            if failed is None or f != failed[0]:
+                wait.held[f.seq] = f
+        if not wait.held:
             self._waits.pop(device, None)
-        self._failed[device] = (ev, self._clock())
 
     async def _intake(self, item: DeviceEvent | DeviceState, acks: set[str]) -> bool:
         """Under the commit lock: resend, restart, order and hold-back rules, then apply."""
@@ -749,12 +765,12 @@ class App:
                     message=f"{device}: no resend came; {len(frames)} frame(s) applied as received"
                             + ("" if failed is not None else ", the first with the gap (SEQUENCE_GAP)"))
         applied = False
-        for ev in frames:  # in the order they came: the device sends in order
+        for i, ev in enumerate(frames):  # in the order they came: the device sends in order
             machine = self.machine
             if machine is None or ((failed is None or ev is not failed[0]) and machine.is_resend(ev)):
                 continue
             if not await self._apply(TimedInput(ts=now_iso(), event=ev)):
-                self._fail_frame(device, ev, drop_held=False)  # the rest is resent by the device
+                self._fail_frame(device, ev, frames[i + 1:])  # the rest stays held back behind it
                 return applied
             applied = True
             acks.add(device)
