@@ -37,8 +37,9 @@ Duplicate instance (two live daemons for one table, docs/mqtt.md): the relay sub
 table's ``status``. The instance started last keeps the table; the other steps back to ``standby``
 (publishes nothing but its status, answers no command, never reconnects until restarted): an instance
 that was online before and finds, on reconnecting, the retained status ``online`` from another
-instance (another journal epoch, published after its own ``online``) was taken over; one that receives
-a live ``online`` from another instance while it is online is older. A session taken over (MQTT v5
+instance (any other instance id, also one of the same journal epoch: a spare whose disk was cloned from
+the table's holds a copy of its journal) published after its own ``online`` was taken over; one that
+receives a live ``online`` from another instance while it is online is older. A session taken over (MQTT v5
 DISCONNECT 0x8E, sent by Mosquitto >= 2.0.15) is logged as an error naming the client id and the
 reconnect backs off (at least 1 s); the instance that stays online raises ``DUPLICATE_INSTANCE``
 (``on_duplicate``) when it sees the other one's ``standby``.
@@ -613,10 +614,10 @@ class Relay:
     the retained status JSON for ``"online"``/``"offline"``/``"standby"`` (``"offline"`` is also the
     will); it should carry ``instance`` and ``epoch`` as given here. ``on_command``: see
     :data:`CommandHandler` (``None`` -> commands are refused). ``instance``: this process's instance id
-    (default: 16 random hex digits); ``epoch``: its journal's epoch (an instance with the same epoch is
-    this journal's earlier process, never a duplicate). ``on_duplicate``: called (from the event loop)
-    once per other instance found stepping back, for the ``DUPLICATE_INSTANCE`` alarm. Call
-    :meth:`notify` after every journal append; run :meth:`run` as a task; :meth:`stop` publishes
+    (default: 16 random hex digits), the only thing that tells two instances apart (a cloned journal
+    shares its epoch); ``epoch``: its journal's epoch, named in the messages. ``on_duplicate``: called
+    (from the event loop) once per other instance found stepping back, for the ``DUPLICATE_INSTANCE``
+    alarm. Call :meth:`notify` after every journal append; run :meth:`run` as a task; :meth:`stop` publishes
     ``offline`` (when connected) and returns within ``stop_timeout`` seconds, also while a reconnect is
     backing off.
 
@@ -666,6 +667,9 @@ class Relay:
                                          floor=TAKEOVER_BACKOFF[0])
         self._online_ts: str | None = None
         """``ts`` of the last ``online`` status this process published (``None``: never online yet)."""
+        self._first_online_ts: str | None = None
+        """``ts`` of the first ``online`` status this process published: a retained ``standby`` older than
+        it is a stale one (e.g. from before this process started), not a duplicate stepping back for us."""
         self._taken_over = False
         self._duplicates: set[str] = set()
         self._replay_queue: deque[OutboxRowLike] = deque()
@@ -993,9 +997,12 @@ class Relay:
             return None
 
     def _foreign(self, st: _StatusPeek) -> bool:
-        """Another process's status, not this journal's (an earlier process of the same journal shares
-        its epoch: the journal's lock lets only one process at a time use it)."""
-        return bool(st.instance) and st.instance != self.instance and st.epoch != self.epoch
+        """Another process's status: another instance id. The journal epoch is not compared: a spare
+        controller whose disk was cloned from the table's (an image, a VM snapshot, a restored backup)
+        has a copy of the very same journal, so two live instances can share an epoch. A stale status
+        of an earlier process of this journal is told by its time instead (:meth:`_taken_over_by`,
+        :meth:`_on_status`)."""
+        return bool(st.instance) and st.instance != self.instance
 
     def _taken_over_by(self, message: aiomqtt.Message | None) -> DuplicateInstance | None:
         """At connect: the retained status names another instance ``online`` that came after our own
@@ -1017,6 +1024,8 @@ class Relay:
             self._online_ts = _PEEK.decode(payload).ts or _now_ts()
         except (msgspec.DecodeError, msgspec.ValidationError):
             self._online_ts = _now_ts()
+        if self._first_online_ts is None:
+            self._first_online_ts = self._online_ts
         if self._taken_over:  # the session is back and nobody newer holds the table: say what happened
             self._taken_over = False
             self._raise_duplicate(DuplicateInstance("", "", self.settings.client_id, True))
@@ -1025,13 +1034,16 @@ class Relay:
     def _on_status(self, message: aiomqtt.Message) -> None:
         """A message on our own ``status`` topic while online: a live ``online`` from another instance is
         a newer duplicate (we step back); another instance's ``standby`` is a duplicate that stepped back
-        for us (``DUPLICATE_INSTANCE``, and our status goes back on the retained topic)."""
+        for us (``DUPLICATE_INSTANCE``, and our status goes back on the retained topic), when it is live
+        or (retained) newer than this process's first ``online``: a retained ``standby`` from before is
+        an earlier process's, stepped back for someone else, maybe this journal's own predecessor."""
         st = self._peek(message)
         if st is None or not self._foreign(st):
             return
         if st.state in _STATES_ONLINE and not message.retain:
             raise _SteppedBack(DuplicateInstance(st.instance, st.epoch, self.settings.client_id, False))
-        if st.state == "standby" and st.instance not in self._duplicates:
+        fresh = not message.retain or (self._first_online_ts is not None and st.ts > self._first_online_ts)
+        if st.state == "standby" and fresh and st.instance not in self._duplicates:
             self._duplicates.add(st.instance)
             self._raise_duplicate(DuplicateInstance(st.instance, st.epoch, self.settings.client_id, False))
             self.republish_status()  # its standby replaced our status on the retained topic

@@ -43,8 +43,6 @@ async def rigs(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Rig]]]:
         await close_rig(rig)
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/mqtt.py (owned by another helper): Relay._foreign exempts a "
-                   "status of the same journal epoch; see the breaker report for the fix")
 async def test_a_spare_with_a_cloned_journal_steps_back(rigs: Callable[..., Awaitable[Rig]],
                                                           tmp_path: Path) -> None:
     rig = await rigs(seed=2201)
