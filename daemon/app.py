@@ -258,7 +258,7 @@ def mqtt_settings(config: TableConfig) -> MqttSettings:
     return MqttSettings(
         host=m.host, port=m.port, table=config.table, client_id=client_id, prefix=m.topic_prefix,
         protocol=m.protocol, fallback=m.fallback,
-        keepalive=m.keepalive, session_expiry=m.session_expiry,
+        keepalive=m.keepalive, session_expiry=m.session_expiry, max_message_bytes=m.max_message_bytes,
         ca_file=tls.ca_file if tls else None, cert_file=tls.cert_file if tls else None,
         key_file=tls.key_file if tls else None, credentials_file=m.credentials_file,
         username=user, password=password)
@@ -970,7 +970,8 @@ class App:
     async def _replay(self, request: CommandRequest) -> tuple[bool, str]:
         """Answer ``replay {"from_seq", "to_seq"}``: queue the journaled messages in that range for
         :meth:`Relay.replay` (at most :data:`REPLAY_MAX_BYTES` of payload; the answer says where it
-        stopped), naming seqs no longer held (pruned) and seqs not journaled yet. A repeated command id
+        stopped), naming seqs no longer held (pruned), seqs not journaled yet and seqs too large for the
+        broker (:meth:`Relay.too_large_for_broker`: skipped). A repeated command id
         gets the first answer and is not replayed again (within this process: replaying twice only
         repeats messages the consumer drops by ``msg_id``). Refused like any command when retained,
         expired or from the future. Not journaled: it changes nothing. Logged with its operator."""
@@ -1034,6 +1035,13 @@ class App:
                          "ask again from there")
         if to_seq > last:
             parts.append(f"seq {max(from_seq, last + 1)}..{to_seq} not journaled yet (last seq {last})")
+        relay = self.relay
+        big = _seq_ranges([r.seq for r in rows if relay.too_large_for_broker(
+            r, relay.topics.replay_for(str(getattr(r.channel, "value", r.channel)).lower(), r.device))])
+        if big:
+            more = f" and {len(big) - 3} more" if len(big) > 3 else ""
+            named = ", ".join(f"{a}..{b}" for a, b in big[:3]) + more
+            parts.append(f"seq {named} larger than the broker takes: not replayed (kept in the journal)")
         if rows and not self.relay.replay(rows):
             return False, ("replay refused: not connected, or too many messages waiting to be replayed; "
                            "ask again")

@@ -44,6 +44,14 @@ DISCONNECT 0x8E, sent by Mosquitto >= 2.0.15) is logged as an error naming the c
 reconnect backs off (at least 1 s); the instance that stays online raises ``DUPLICATE_INSTANCE``
 (``on_duplicate``) when it sees the other one's ``standby``.
 
+A row larger than the broker takes is never published (docs/mqtt.md, "Message size"): Mosquitto drops
+the connection of a client that sends one (``max_packet_size``; with ``message_size_limit`` an MQTT v5
+client is disconnected too), so publishing it would only reconnect for ever. The limit is ``[mqtt]
+max_message_bytes`` (payload bytes; default 262144, the shipped broker's ``message_size_limit``), and the
+Maximum Packet Size of the broker's v5 CONNACK when it sends one. Such a row is logged at error
+(``mqtt_row_too_large``), counted (``too_large``; ``tablesense_publish_too_large_total``), and skipped:
+marked delivered in the journal, which keeps it (``recall``, the floor report); ``replay`` skips it too.
+
 The relay never dies (docs/reliability.md, scenario 6): a journal that cannot record an acknowledgement
 (:class:`~daemon.journal.errors.JournalError` from ``mark_delivered``, e.g. a full disk) is logged once at
 critical (``journal_mark_failed``) and publishing goes on; the unmarked rows are published once more, with
@@ -166,6 +174,14 @@ TAKEOVER_BACKOFF = (1.0, 30.0)
 """Reconnect delay after the session was taken over (0x8E): at least the first value, full jitter up to
 a ceiling doubling from 2 x the first to the second (seconds). The other instance decides meanwhile."""
 
+MAX_MESSAGE_BYTES = 262144
+"""Default largest payload the relay publishes (``[mqtt] max_message_bytes``): the ``message_size_limit`` of
+the shipped broker config (deploy/mosquitto/tablesense-tls.conf)."""
+
+_PACKET_OVERHEAD = 48
+"""Bytes a PUBLISH packet adds to its payload and topic at most here: fixed header (5), topic length (2),
+packet id (2), properties (4 + content type 19 + payload format indicator 2); rounded up."""
+
 MAX_REPLAY_QUEUE_BYTES = 16 * 1024 * 1024
 """Most payload bytes waiting to be replayed at once (further replay requests are refused until the
 queue drains)."""
@@ -240,6 +256,7 @@ class MqttSettings:
     ``keepalive``: seconds; the link counts as dead after :data:`DEAD_LINK_FACTOR` x keepalive without a
     byte from the broker.
     ``publish_timeout``: seconds to wait for a PUBACK before the connection is considered dead.
+    ``max_message_bytes``: the largest payload published (bytes); a larger row is skipped (module doc).
     TLS: ``ca_file`` enables TLS with server verification; ``cert_file``/``key_file`` add a client
     certificate. ``credentials_file``: TOML with ``username`` and ``password``, not world-readable.
     """
@@ -256,6 +273,7 @@ class MqttSettings:
     backoff_min: float = 0.2
     backoff_max: float = 5.0
     publish_timeout: float = 10.0
+    max_message_bytes: int = MAX_MESSAGE_BYTES
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
@@ -490,6 +508,8 @@ class _AckClient(aiomqtt.Client):
         """``time.monotonic()`` when the socket last had bytes to read (the receive side's clock)."""
         self.disconnect_reason: int | None = None
         """The reason code of the broker's DISCONNECT (v5), or paho's code for a lost connection."""
+        self.max_packet_size: int | None = None
+        """The Maximum Packet Size of the broker's v5 CONNACK (bytes), ``None`` when it sent none."""
         paho_read = self._client.loop_read
 
         def loop_read(max_packets: int = 1) -> MQTTErrorCode:
@@ -506,6 +526,13 @@ class _AckClient(aiomqtt.Client):
             return paho_write()
 
         self._client._packet_write = packet_write  # type: ignore[method-assign]
+
+    def _on_connect(self, client: paho.Client, userdata: Any, flags: paho.ConnectFlags,
+                    reason_code: ReasonCode, properties: Properties | None = None) -> None:
+        size = getattr(properties, "MaximumPacketSize", None) if properties is not None else None
+        if isinstance(size, int) and size > 0:
+            self.max_packet_size = size
+        super()._on_connect(client, userdata, flags, reason_code, properties)
 
     def _on_disconnect(self, client: paho.Client, userdata: Any, flags: paho.DisconnectFlags,
                        reason_code: ReasonCode, properties: Properties | None = None) -> None:
@@ -628,7 +655,8 @@ class Relay:
     the relay survived by starting over), ``standby`` (why this instance stepped back, one line for the
     status ``detail``, else ``None``),
     ``takeovers`` (sessions taken over, v5 0x8E), ``dead_links`` (connections closed as dead from the
-    receive side), ``replayed`` (rows republished by ``replay``).
+    receive side), ``replayed`` (rows republished by ``replay``), ``too_large`` (rows not published, or
+    not replayed, because they are larger than the broker takes: :meth:`too_large_for_broker`).
     """
 
     def __init__(self, settings: MqttSettings, journal: OutboxJournal,
@@ -685,6 +713,9 @@ class Relay:
         self.takeovers = 0
         self.dead_links = 0
         self.replayed = 0
+        self.too_large = 0
+        self._skipped: set[int] = set()
+        """Row ids skipped as too large and not yet marked (:meth:`_mark_rows` counts them apart)."""
 
     # -- public API ---------------------------------------------------------------------------------
     def notify(self, rows: Sequence[OutboxRowLike] | None = None) -> None:
@@ -740,6 +771,39 @@ class Relay:
         self._replay_queue.extend(rows)
         self._replay_bytes += size
         self._replay_wakeup.set()
+        return True
+
+    def too_large_for_broker(self, row: OutboxRowLike, topic: str | None = None) -> str | None:
+        """Why ``row`` cannot be published to this broker, else ``None``: its payload is larger than
+        ``max_message_bytes``, or (when the broker's v5 CONNACK gave a Maximum Packet Size) its PUBLISH
+        packet would be larger than that (estimated with :data:`_PACKET_OVERHEAD`; ``topic``: where it
+        goes, default its live topic)."""
+        size = len(row.payload)
+        limit = self.settings.max_message_bytes
+        if size > limit:
+            return f"{size} bytes, more than [mqtt] max_message_bytes {limit}"
+        client = self._client
+        packet_max = client.max_packet_size if client is not None else None
+        if packet_max is not None:
+            if topic is None:
+                topic = self.topics.for_channel(_channel_name(row.channel), row.device)
+            packet = size + len(topic.encode()) + _PACKET_OVERHEAD
+            if packet > packet_max:
+                return f"a {packet}-byte packet, more than the broker's maximum packet size {packet_max}"
+        return None
+
+    def _skip_too_large(self, row: OutboxRowLike, topic: str, what: str) -> bool:
+        """Log and count ``row`` when it is too large for the broker (:meth:`too_large_for_broker`);
+        ``True`` when it is (the caller skips it). ``what``: ``"publish"`` or ``"replay"``."""
+        why = self.too_large_for_broker(row, topic)
+        if why is None:
+            return False
+        self.too_large += 1
+        seq = getattr(row, "seq", None)
+        log.error("mqtt_row_too_large", topic=topic, msg_id=row.msg_id, row=row.row_id, seq=seq,
+                  size=len(row.payload), limit=self.settings.max_message_bytes, reason=why, action=what,
+                  message=f"{row.msg_id} on {topic} not {'replayed' if what == 'replay' else 'published'}: "
+                          f"{why}; the journal keeps it (tablesense recall, floor report)")
         return True
 
     @property
@@ -1125,6 +1189,8 @@ class Relay:
                     row = self._replay_queue.popleft()
                     self._replay_bytes -= len(row.payload)
                     topic = self.topics.replay_for(_channel_name(row.channel), row.device)
+                    if self._skip_too_large(row, topic, "replay"):
+                        continue
                     inflight.append((topic, client.start_publish(topic, bytes(row.payload), 1, False,
                                                                  self._props)))
                     while inflight and (len(inflight) >= self._window or inflight[0][1].done()):
@@ -1155,6 +1221,8 @@ class Relay:
 
     async def _publish_row(self, client: _AckClient, row: OutboxRowLike, mark: bool = True) -> bool:
         topic = self.topics.for_channel(_channel_name(row.channel), row.device)
+        if self._skip_too_large(row, topic, "publish"):
+            return False
         try:
             await self._publish(client, topic, bytes(row.payload), max(row.qos, 0), bool(row.retain))
         except PublishRejected as exc:
@@ -1181,7 +1249,11 @@ class Relay:
         rows marked before it are counted."""
         if not rows:
             return
-        metrics.published(rows)  # acknowledged by the broker: card-to-publish latency
+        skipped = self._skipped
+        if skipped:
+            metrics.published([r for r in rows if r.row_id not in skipped])
+        else:
+            metrics.published(rows)  # acknowledged by the broker: card-to-publish latency
         journal = self._journal
 
         def mark_all() -> tuple[list[JournalError | None], BaseException | None]:
@@ -1223,6 +1295,9 @@ class Relay:
             if self._marks_failing:
                 self._marks_failing = False
                 log.warning("journal_mark_recovered", unmarked_rows=self.mark_failures)
+            if r.row_id in skipped:
+                skipped.discard(r.row_id)  # too large: marked, never published
+                continue
             self.delivered += 1
         if unexpected is not None:
             raise unexpected
@@ -1269,9 +1344,17 @@ class Relay:
                     if self._stopping.is_set():
                         break
                     topic = self.topics.for_channel(_channel_name(row.channel), row.device)
-                    inflight.append((row, topic, client.start_publish(
-                        topic, bytes(row.payload), max(row.qos, 0), bool(row.retain), self._props)))
                     after = row.row_id
+                    if self._skip_too_large(row, topic, "publish"):
+                        # never sent (the broker would drop the connection: a reconnect loop); marked
+                        # delivered in row order with the rows around it, so it is not tried again
+                        self._skipped.add(row.row_id)
+                        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                        done.set_result(None)
+                        inflight.append((row, topic, done))
+                    else:
+                        inflight.append((row, topic, client.start_publish(
+                            topic, bytes(row.payload), max(row.qos, 0), bool(row.retain), self._props)))
                     if i == 0 and len(rows) > 1:
                         client.write_now()  # the first goes out now, the rest together once queued
                     while inflight and (len(inflight) >= self._window or inflight[0][2].done()):
