@@ -3,16 +3,17 @@
 The relay is the only publisher of journaled messages. It publishes the journal's outbox in row order,
 each row at its QoS over one connection (a small window in flight, in order; a burst in one socket
 write, its first message at once), and marks a row delivered only after the broker acknowledged it
-(PUBACK). Rows just committed are handed over by the app (:meth:`Relay.notify` with the rows) and
-published from memory; the outbox is read from the journal at a session's start, for a retry, or when
-more rows wait than it keeps in memory. Data flows one way (bytes -> events -> round ->
-settlements -> journal -> MQTT): the
-machine's emits are journaled before anything is published, so a broker outage or a restart never loses
-a message; after a reconnect the relay starts again from the first undelivered row, with the same
-``msg_id``. A PUBACK means the broker had the message, not that every subscriber got it (a broker
-killed before it saved its queues loses them): consumers find gaps by ``seq`` and the retained status's
-``last_seq`` and ask for them again with the ``replay`` command, which republishes journaled rows
-unchanged on ``{prefix}/{table}/replay/...`` (docs/mqtt.md, "Replay by seq").
+(PUBACK); the journal writes those marks in batches, and the relay writes the waiting ones itself once
+acknowledgements stop for :data:`SEAL_MARKS_AFTER` seconds (a quiet table). Rows just committed are
+handed over by the app (:meth:`Relay.notify` with the rows) and published from memory; the outbox is
+read from the journal at a session's start, for a retry, or when more rows wait than it keeps in memory.
+Data flows one way (bytes -> events -> round -> settlements -> journal -> MQTT): the machine's emits are
+journaled before anything is published, so a broker outage or a restart never loses a message; after a
+reconnect the relay starts again from the first undelivered row, with the same ``msg_id``. A PUBACK
+means the broker had the message, not that every subscriber got it (a broker killed before it saved its
+queues loses them): consumers find gaps by ``seq`` and the retained status's ``last_seq`` and ask for
+them again with the ``replay`` command, which republishes journaled rows unchanged on
+``{prefix}/{table}/replay/...`` (docs/mqtt.md, "Replay by seq").
 
 aiomqtt 2.5.1 specifics handled here:
 
@@ -95,6 +96,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from tablesense.daemon import metrics
 from tablesense.daemon.journal.errors import JournalError
+from tablesense.daemon.journal.store import MARK_DELAY
 from tablesense.daemon.logging import get_logger
 from tablesense.daemon.mqtt_commands import (
     MAX_COMMAND_BYTES,
@@ -173,6 +175,12 @@ _LINK_TICK = 0.25
 TAKEOVER_BACKOFF = (1.0, 30.0)
 """Reconnect delay after the session was taken over (0x8E): at least the first value, full jitter up to
 a ceiling doubling from 2 x the first to the second (seconds). The other instance decides meanwhile."""
+
+SEAL_MARKS_AFTER = MARK_DELAY + 0.25
+"""Seconds after the last acknowledgement recorded in memory at which the relay writes the waiting ones
+(:meth:`Journal.flush_marks`) itself: a quiet table has no next append or acknowledgement to write them
+with, and ``tablesense verify`` would count its last round's messages as awaiting delivery (a crash would
+publish them once more)."""
 
 MAX_MESSAGE_BYTES = 262144
 """Default largest payload the relay publishes (``[mqtt] max_message_bytes``): the ``message_size_limit`` of
@@ -714,6 +722,9 @@ class Relay:
         self.dead_links = 0
         self.replayed = 0
         self.too_large = 0
+        self._mark_timer: asyncio.Task[None] | None = None
+        self._last_mark = 0.0
+        """``time.monotonic()`` of the last acknowledgement recorded (the mark timer waits from it)."""
         self._skipped: set[int] = set()
         """Row ids skipped as too large and not yet marked (:meth:`_mark_rows` counts them apart)."""
 
@@ -935,6 +946,8 @@ class Relay:
         """
         self._stopping.set()
         self._wakeup.set()
+        if self._mark_timer is not None:  # the journal's close writes the waiting marks
+            self._mark_timer.cancel()
         if task is None:
             return
         try:
@@ -1299,8 +1312,40 @@ class Relay:
                 skipped.discard(r.row_id)  # too large: marked, never published
                 continue
             self.delivered += 1
+        self._arm_mark_timer()
         if unexpected is not None:
             raise unexpected
+
+    def _arm_mark_timer(self) -> None:
+        """Write the acknowledgements waiting in memory :data:`SEAL_MARKS_AFTER` seconds after the last
+        one (:meth:`_seal_marks_later`), unless the journal has no ``flush_marks`` (an in-memory outbox)."""
+        self._last_mark = time.monotonic()
+        if getattr(self._journal, "flush_marks", None) is None or self._stopping.is_set():
+            return
+        if self._mark_timer is None or self._mark_timer.done():
+            self._mark_timer = asyncio.create_task(self._seal_marks_later(), name="mqtt-marks")
+
+    async def _seal_marks_later(self) -> None:
+        """Once no acknowledgement was recorded for :data:`SEAL_MARKS_AFTER` seconds, write the waiting
+        ones (:meth:`Journal.flush_marks`, in a worker thread; nothing to do when an append or a batch
+        wrote them already). A :class:`JournalError` is logged and counted like a failed mark
+        (:meth:`_mark_rows`); the marks stay waiting for the next write."""
+        flush = getattr(self._journal, "flush_marks", None)
+        if flush is None:
+            return
+        while (wait := self._last_mark + SEAL_MARKS_AFTER - time.monotonic()) > 0:
+            await asyncio.sleep(wait)  # still acknowledging: wait for the quiet (batches write themselves)
+        try:
+            await asyncio.to_thread(flush)
+        except JournalError as exc:
+            self.mark_failures += 1
+            if not self._marks_failing:
+                self._marks_failing = True
+                log.critical("journal_mark_failed", error=str(exc),
+                             message="acknowledgements cannot be recorded; publishing goes on, unmarked "
+                                     "rows are published again after the next reconnect or restart")
+        except Exception:  # never let the timer take anything down; the next write records them
+            log.exception("journal_mark_flush_failed")
 
     async def _drain(self, client: _AckClient) -> None:
         """Publish undelivered rows in row order, at most ``window`` in flight, until stopping.
