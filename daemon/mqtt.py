@@ -381,7 +381,11 @@ class Topics:
         return self.replay_prefix + self.for_channel(channel, device)[len(self.base) + 1:]
 
     def public_filters(self) -> list[str]:
-        """Subscription filters for every topic signage may read (everything but ``floor/`` and ``cmd/``)."""
+        """Subscription filters for the table's live topics outside ``floor/``, ``replay/``, ``cmd/`` and
+        ``reply/``: ``status``, ``round``, ``results``, ``settlements``, ``alarms``, ``scoreboard``,
+        ``info``, ``devices/+``. Not what signage may read: the broker's ACL (deploy/mosquitto/acl) keeps
+        ``alarms`` from signage (they name seats, spots and advantage-play figures) and lets it read
+        ``health``; nothing in tablesense subscribes signage with this list."""
         names = ("status", "round", "results", "settlements", "alarms", "scoreboard", "info")
         return [f"{self.base}/{s}" for s in names] + [f"{self.base}/devices/+"]
 
