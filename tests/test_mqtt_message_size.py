@@ -89,3 +89,41 @@ def test_the_default_limit_is_the_shipped_brokers() -> None:
     deploy = Path(__file__).resolve().parent.parent / "deploy" / "mosquitto"
     conf = (deploy / "tablesense-tls.conf").read_text()
     assert f"\nmessage_size_limit {MAX_MESSAGE_BYTES}\n" in conf
+
+
+async def test_a_replay_answer_names_the_rows_too_large_for_the_broker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``replay`` says which seqs it will not republish because the broker would not take them."""
+    from machine_support import baccarat_config
+
+    from tablesense.daemon.app import App
+
+    toml = f'[mqtt]\nmax_message_bytes = 1024\n[journal]\ndirectory = "{tmp_path}"\n'
+    app = App(baccarat_config(extra=toml))
+    app.open()
+    assert app.journal is not None and app.relay is not None
+    try:
+        await app._announce()  # the table info: larger than 1 KiB
+        rows = app.journal.messages_by_seq(1, app.journal.last_seq, 100)
+        big = [r.seq for r in rows if len(r.payload) > 1024]
+        assert big and len(big) < len(rows)
+        queued: list[object] = []
+        monkeypatch.setattr(app.relay, "replay", lambda rs: queued.extend(rs) or True)
+        ok, reason = await app._queue_replay(1, app.journal.last_seq)
+        assert ok
+        named = ", ".join(f"{s}..{s}" for s in big)
+        assert f"seq {named} larger than the broker takes: not replayed" in reason, reason
+    finally:
+        app.journal.close()
+
+
+@pytest.mark.parametrize("value", [0, 1023, 268_435_456])
+def test_a_max_message_bytes_out_of_range_is_refused_in_one_line(value: int) -> None:
+    from machine_support import baccarat_config
+
+    from tablesense.daemon.config import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        baccarat_config(extra=f"[mqtt]\nmax_message_bytes = {value}\n")
+    assert "mqtt.max_message_bytes" in str(info.value) and "\n" not in str(info.value)
+    assert baccarat_config(extra="[mqtt]\nmax_message_bytes = 1024\n").mqtt.max_message_bytes == 1024
