@@ -8,8 +8,11 @@ One asyncio loop, independent tasks, data flowing one way:
 * the input task takes each item, stamps it with the arrival time (ISO 8601 UTC), runs it through
   :class:`~daemon.table.TableMachine` and appends the input and every emitted message to the journal in
   ONE transaction *before* anything is published (the transactional outbox, docs/journal.md), then
-  acknowledges the frame to the device;
-  the append (with its fsync) runs in a worker thread so the relay keeps publishing meanwhile;
+  acknowledges the frame to the device; items that queued up while the previous commit ran are taken
+  together and committed in one transaction (group commit, :meth:`App._process_devices`), none of them
+  acknowledged before it; the append (with its fsync) runs in a worker thread so the relay keeps
+  publishing meanwhile, and the committed rows are handed to the relay (:meth:`Relay.notify`), which
+  is woken only when there is something to publish (docs/performance.md);
 * commands from the broker (``cmd/{name}``) are machine inputs too, handled the same way and answered
   with the machine's :class:`~daemon.table.CommandReply`; one lock around "machine, then journal" keeps
   device events and commands in the same order in both;
@@ -143,6 +146,9 @@ RESEND_WAIT = 3.0
 the missing one (protocol §3: a device resends what no ``AK`` covers within 1 s). Then the frames held
 back are applied with the gap (``SEQUENCE_GAP``)."""
 
+GROUP_MAX = 256
+"""Most device items taken off the queue into one group commit (:meth:`App._process_devices`)."""
+
 _TIMER_STEP = 0.25
 """Seconds between two looks at the resend waits and the deal watchdog."""
 
@@ -252,7 +258,7 @@ def mqtt_settings(config: TableConfig) -> MqttSettings:
     return MqttSettings(
         host=m.host, port=m.port, table=config.table, client_id=client_id, prefix=m.topic_prefix,
         protocol=m.protocol, fallback=m.fallback,
-        keepalive=m.keepalive, session_expiry=m.session_expiry,
+        keepalive=m.keepalive, session_expiry=m.session_expiry, max_message_bytes=m.max_message_bytes,
         ca_file=tls.ca_file if tls else None, cert_file=tls.cert_file if tls else None,
         key_file=tls.key_file if tls else None, credentials_file=m.credentials_file,
         username=user, password=password)
@@ -392,6 +398,12 @@ class App:
         resends it (frames after it are held back like frames after a lost one), or, after
         :data:`RESEND_WAIT`, until the app applies it itself (it was received intact)."""
         self._outage: JournalOutage | None = None
+        self._staged: list[tuple[TimedInput, list[Emit], bool]] | None = None
+        """Inputs applied and waiting for their group's commit (:meth:`_process_devices`), else ``None``."""
+        self._group_acks: set[str] | None = None
+        self._staged_rounds = 0
+        self._group_failed_devices: set[str] = set()
+        """Devices whose first frame of the group whose commit just failed is now the one due."""
         self.refusal: str | None = None
         """Why settling is refused (the journal was damaged or cannot be replayed), ``None`` normally."""
 
@@ -537,11 +549,13 @@ class App:
         if self.machine is not None and self.journal is not None:
             await self._announce()
         while True:
-            item = await self.queue.get()
+            items = [await self.queue.get()]
+            while len(items) < GROUP_MAX and not self.queue.empty():
+                items.append(self.queue.get_nowait())  # arrived while the last group was committed
             try:
-                await self._process_device(item)
+                await self._process_devices(items)
             except Exception:  # a defect must not stop the table: log it, keep reading
-                log.exception("input_failed", input=repr(item)[:200])
+                log.exception("input_failed", input=repr(items[0])[:200], group=len(items))
             await self._prune_if_due()
 
     async def _announce(self) -> None:
@@ -555,6 +569,20 @@ class App:
         """Take one device item through intake (module doc): ``True`` when it (or frames it released) was
         applied and journaled, ``False`` when it was a resend, held back, refused or not journaled. The
         acknowledgements are sent after the commit lock is released."""
+        return await self._process_devices([item])
+
+    async def _process_devices(self, items: Sequence[DeviceEvent | DeviceState]) -> bool:
+        """Group commit: take ``items`` (in arrival order) through intake under one hold of the commit
+        lock, the machine applying each as today, and journal all their inputs in ONE transaction (one
+        fsync, one worker-thread hop) before any of them is acknowledged. ``True`` when every item was
+        applied and journaled (:meth:`_process_device`'s meaning for one item).
+
+        A commit that fails leaves the journal without any of the group's inputs: the machine is rebuilt
+        from the journal, and each device with frames in the group is treated as if its first frame of
+        the group had failed alone (:meth:`_group_failed`): nothing of the group is acknowledged, the
+        device resends, or the host journals the frame itself after :data:`RESEND_WAIT`. An input the
+        machine rejects commits the group so far first (its rebuild reads the journal).
+        """
         if self.refusal is not None or self.machine is None:
             return False
         self._devices_waiting += 1
@@ -563,12 +591,103 @@ class App:
         finally:
             self._devices_waiting -= 1
         acks: set[str] = set()
+        ok = True
         try:
-            ok = await self._intake(item, acks)
+            self._staged, self._group_acks, self._staged_rounds = [], acks, 0
+            for item in items:
+                try:
+                    ok = await self._intake(item, acks) and ok
+                except Exception:  # a defect must not stop the table: log it, take the next one
+                    ok = False
+                    log.exception("input_failed", input=repr(item)[:200])
+            ok = await self._flush_staged() and ok
         finally:
+            self._staged, self._group_acks = None, None
+            self._group_failed_devices = set()
             self._commit_lock.release()
         await self._send_acks(acks)
         return ok
+
+    async def _flush_staged(self) -> bool:
+        """Journal the inputs staged so far (group commit) in one transaction; ``False`` when it failed
+        (then handled by :meth:`_group_failed`). Staging goes on afterwards."""
+        staged = self._staged
+        if not staged:
+            return True
+        assert self.journal is not None and self.relay is not None
+        self._staged, self._staged_rounds = [], 0
+        self._group_failed_devices = set()
+        try:
+            if len(staged) == 1:
+                inp, emits, _ = staged[0]
+                groups = [await asyncio.to_thread(metrics.timed(self.journal.append), inp, emits)]
+            else:
+                groups = await asyncio.to_thread(metrics.timed(self.journal.append_many),
+                                                 [(inp, emits) for inp, emits, _ in staged])
+        except Exception as exc:  # any failure of the journaling step: none of them was journaled
+            self._group_failed(staged, exc)
+            return False
+        for (inp, emits, counted), rows in zip(staged, groups, strict=True):
+            self._journaled(inp, emits, rows, counted)
+        if self._outage is not None:
+            saved, self._staged = self._staged, None
+            try:
+                await self._record_outage()
+            finally:
+                self._staged = saved
+        return True
+
+    def _group_failed(self, staged: list[tuple[TimedInput, list[Emit], bool]], exc: Exception) -> None:
+        """A group commit failed: as :meth:`_journal_failed` for its first input (status, one alarm per
+        spell, the machine rebuilt from the journal), and every device with a frame in the group waits
+        for its first one again, as after a failed write of that frame alone (:meth:`_intake`), with its
+        later frames of the group held back behind it (applied after it if the device does not resend,
+        as frames that come after a failed write are), and is not acknowledged (its last journaled
+        number may belong to a session it has left)."""
+        self._journal_failed(staged[0][0], exc)
+        self.journal_failures += len(staged) - 1
+        now = self._clock()
+        for inp, _, _ in staged:
+            ev = inp.event
+            if isinstance(ev, DeviceEvent):
+                if self._group_acks is not None:
+                    self._group_acks.discard(ev.device)
+                if ev.device not in self._group_failed_devices:  # its first frame of the group
+                    self._group_failed_devices.add(ev.device)
+                    self._failed[ev.device] = (ev, now)
+                    self._keep_held(ev.device, (), now)  # frames held back before the group stay held
+                else:  # the later ones: held back behind it, as if they had come after the failure
+                    self._keep_held(ev.device, (ev,), now)
+
+    def _fail_frame(self, device: str, ev: DeviceEvent, rest: Sequence[DeviceEvent] = ()) -> None:
+        """``ev`` was not journaled: it is the device's frame due until it is resent (or applied by the
+        host after :data:`RESEND_WAIT`). The frames held back behind it, and ``rest`` (frames that were
+        to follow it, in order), stay held back behind it (:meth:`_keep_held`): received intact, they
+        are never dropped and never acknowledged over (docs/protocol.md §3). After a failed group commit
+        (:meth:`_group_failed`) the device's first frame of the group is the one due, so ``ev`` and
+        ``rest`` are held back behind that one."""
+        now = self._clock()
+        if device in self._group_failed_devices:
+            self._keep_held(device, (ev, *rest), now)
+            return
+        self._failed[device] = (ev, now)
+        self._keep_held(device, rest, now)
+
+    def _keep_held(self, device: str, frames: Iterable[DeviceEvent], now: float) -> None:
+        """Keep the frames held back for ``device`` plus ``frames`` (frames received intact and not
+        journaled, behind the device's frame due) for another :data:`RESEND_WAIT` from ``now``: the
+        device may resend the frame due meanwhile; if not, the host applies them all in order
+        (:meth:`_release_held`). The frame due itself (``_failed``) is never held twice."""
+        failed = self._failed.get(device)
+        wait = self._waits.get(device)
+        if wait is None:
+            wait = self._waits[device] = _Wait(now + RESEND_WAIT)
+        wait.deadline = now + RESEND_WAIT
+        for f in frames:
+            if failed is None or f != failed[0]:
+                wait.held[f.seq] = f
+        if not wait.held:
+            self._waits.pop(device, None)
 
     async def _intake(self, item: DeviceEvent | DeviceState, acks: set[str]) -> bool:
         """Under the commit lock: resend, restart, order and hold-back rules, then apply."""
@@ -607,8 +726,7 @@ class App:
             self._waits.pop(device, None)  # a restarted device resends nothing of its old session
         ok = await self._apply(TimedInput(ts=now_iso(), event=item))
         if not ok:
-            self._waits.pop(device, None)  # not acknowledged: the device resends those too
-            self._failed[device] = (item, self._clock())  # and nothing after it goes before it
+            self._fail_frame(device, item)  # nothing after it goes before it
             return False
         self._failed.pop(device, None)
         acks.add(device)
@@ -628,8 +746,7 @@ class App:
             if machine.is_resend(nxt):
                 continue
             if not await self._apply(TimedInput(ts=now_iso(), event=nxt)):
-                self._waits.pop(device, None)
-                self._failed[device] = (nxt, self._clock())
+                self._fail_frame(device, nxt)
                 return
             machine = self.machine
         if wait is not None and not wait.held:
@@ -648,12 +765,12 @@ class App:
                     message=f"{device}: no resend came; {len(frames)} frame(s) applied as received"
                             + ("" if failed is not None else ", the first with the gap (SEQUENCE_GAP)"))
         applied = False
-        for ev in frames:  # in the order they came: the device sends in order
+        for i, ev in enumerate(frames):  # in the order they came: the device sends in order
             machine = self.machine
             if machine is None or ((failed is None or ev is not failed[0]) and machine.is_resend(ev)):
                 continue
             if not await self._apply(TimedInput(ts=now_iso(), event=ev)):
-                self._failed[device] = (ev, self._clock())  # the rest is resent by the device
+                self._fail_frame(device, ev, frames[i + 1:])  # the rest stays held back behind it
                 return applied
             applied = True
             acks.add(device)
@@ -688,6 +805,8 @@ class App:
         """The machine raised applying ``inp``: rebuild it from the journal (so it equals the journal's
         replay again) and journal the input in full as a :class:`RejectedInput`, whose ``INPUT_REJECTED``
         alarm holds the round. ``True`` when the rejection is journaled."""
+        if self._staged is not None and not await self._flush_staged():
+            return False  # the group before it failed: the machine is rebuilt, this input is resent
         self.rejected_inputs += 1
         kind, payload = encode_event(inp.event)
         device = getattr(inp.event, "device", None)
@@ -851,7 +970,8 @@ class App:
     async def _replay(self, request: CommandRequest) -> tuple[bool, str]:
         """Answer ``replay {"from_seq", "to_seq"}``: queue the journaled messages in that range for
         :meth:`Relay.replay` (at most :data:`REPLAY_MAX_BYTES` of payload; the answer says where it
-        stopped), naming seqs no longer held (pruned) and seqs not journaled yet. A repeated command id
+        stopped), naming seqs no longer held (pruned), seqs not journaled yet and seqs too large for the
+        broker (:meth:`Relay.too_large_for_broker`: skipped). A repeated command id
         gets the first answer and is not replayed again (within this process: replaying twice only
         repeats messages the consumer drops by ``msg_id``). Refused like any command when retained,
         expired or from the future. Not journaled: it changes nothing. Logged with its operator."""
@@ -915,6 +1035,13 @@ class App:
                          "ask again from there")
         if to_seq > last:
             parts.append(f"seq {max(from_seq, last + 1)}..{to_seq} not journaled yet (last seq {last})")
+        relay = self.relay
+        big = _seq_ranges([r.seq for r in rows if relay.too_large_for_broker(
+            r, relay.topics.replay_for(str(getattr(r.channel, "value", r.channel)).lower(), r.device))])
+        if big:
+            more = f" and {len(big) - 3} more" if len(big) > 3 else ""
+            named = ", ".join(f"{a}..{b}" for a, b in big[:3]) + more
+            parts.append(f"seq {named} larger than the broker takes: not replayed (kept in the journal)")
         if rows and not self.relay.replay(rows):
             return False, ("replay refused: not connected, or too many messages waiting to be replayed; "
                            "ask again")
@@ -935,16 +1062,35 @@ class App:
             inp = TimedInput(ts=now_iso(), event=conflict)
             await self._journal(inp, self.machine.handle(inp), counted=False)
 
+    @property
+    def maintenance_idle(self) -> bool:
+        """No prune is running or due (tests measure what the journal keeps once it is idle)."""
+        running = self._prune_task is not None and not self._prune_task.done()
+        return not running and self._rounds_since_prune < PRUNE_EVERY_ROUNDS
+
     async def _prune_if_due(self) -> None:
         """Start the journal's maintenance (:meth:`Journal.prune`: archive, retention, space) in the
         background once :data:`PRUNE_EVERY_ROUNDS` rounds completed. It runs in a worker thread beside
         the inputs, never awaited by them: each of its steps holds the journal lock for a few
         milliseconds at most, so no settlement waits for it (benchmarks/bench_journal.py)."""
-        if self._rounds_since_prune < PRUNE_EVERY_ROUNDS or self.journal is None:
+        if self._rounds_since_prune >= PRUNE_EVERY_ROUNDS:
+            self._start_prune()
+
+    def _start_prune(self) -> None:
+        """Start :meth:`_prune` unless it is running (the due rounds wait for its end) or no journal."""
+        if self.journal is None or (self._prune_task is not None and not self._prune_task.done()):
             return
-        self._rounds_since_prune = 0
-        if self._prune_task is None or self._prune_task.done():
-            self._prune_task = asyncio.create_task(self._prune(self.journal), name="journal-prune")
+        self._rounds_since_prune %= PRUNE_EVERY_ROUNDS  # keeps the phase: due every 10th round
+        self._prune_task = asyncio.create_task(self._prune(self.journal), name="journal-prune")
+        self._prune_task.add_done_callback(self._prune_ended)
+
+    def _prune_ended(self, task: asyncio.Task[None]) -> None:
+        """Rounds completed while the prune ran (a group commit can complete many): start the next one
+        now rather than at the next completed round."""
+        if task.cancelled() or self._stop.is_set():
+            return
+        if self._rounds_since_prune >= PRUNE_EVERY_ROUNDS:
+            self._start_prune()
 
     async def _prune(self, journal: Journal) -> None:
         try:
@@ -964,6 +1110,15 @@ class App:
         inputs reach the machine and the journal in the same order."""
         assert self.journal is not None and self.relay is not None
         emits = list(emits)
+        if self._staged is not None and self._outage is None:
+            # group commit: journaled (or failed) together, before any ack; after a failed write each
+            # input goes alone again, so the spell (JournalOutage) is journaled right after the first
+            # that is written
+            self._staged.append((inp, emits, counted))
+            self._staged_rounds += sum(message_schema(e.message) in ROUND_COMPLETE_SCHEMAS for e in emits)
+            if self._rounds_since_prune + self._staged_rounds >= PRUNE_EVERY_ROUNDS:
+                return await self._flush_staged()  # maintenance starts after the round it is due at
+            return True
         try:
             rows = await asyncio.to_thread(metrics.timed(self.journal.append), inp, emits)
         except Exception as exc:  # any failure of the journaling step: the input was not journaled
@@ -982,13 +1137,18 @@ class App:
             self.relay.republish_status()
         self.inputs += counted
         metrics.journaled(inp, emits, rows)  # inputs, settlements, alarms, holds (daemon/metrics.py)
-        self._rounds_since_prune += sum(message_schema(e.message) in ROUND_COMPLETE_SCHEMAS for e in emits)
+        completed = sum(message_schema(e.message) in ROUND_COMPLETE_SCHEMAS for e in emits)
+        if completed:
+            self._rounds_since_prune += completed
+            if self._rounds_since_prune >= PRUNE_EVERY_ROUNDS:  # starts a background task, awaits nothing
+                self._start_prune()
         for e in emits:
             shoe, rnd = getattr(e.message, "shoe", None), getattr(e.message, "round", None)
             if rnd is not None:
                 bind_round(shoe, rnd)
                 break
-        self.relay.notify()
+        if rows:  # most inputs (chips) emit nothing: the relay is not woken for them
+            self.relay.notify(rows)  # published from memory, not read back from the journal
 
     def _journal_failed(self, inp: TimedInput, exc: Exception) -> None:
         """An append failed: log it, show it in the status, tell the floor once per failing spell, and

@@ -38,6 +38,26 @@ COMMANDS: tuple[str, ...] = (
 )
 """Modules of :mod:`daemon.commands`, in the order ``--help`` lists them."""
 
+SUMMARIES: dict[str, str] = {
+    "settle": "settle one round given as JSON (file or stdin)",
+    "analyze": "exact odds, expected return and house edge of every wager of a game",
+    "check_config": "validate a table config file",
+    "schemas": "generate docs/schemas/*.json from the message models",
+    "run": "run the table daemon (the systemd service entry point)",
+    "monitor": "live view of a table from its public MQTT topics",
+    "demo": "run a simulated table end to end with a live view",
+    "signage": "serve the table display (web page) from the table's public MQTT topics",
+    "recall": "show the last rounds in full from the journal (game recall)",
+    "verify": "audit the sealed journal offline (exit 0 intact, 1 with the first row that fails)",
+    "simulate": "run a virtual shoe or bet pads on a pty or TCP port",
+    "capture": "record a device's raw bytes with timestamps (.cap)",
+    "replay": "play a .cap capture back through a pseudo-terminal",
+    "floor": "the floor service: every table's messages into PostgreSQL, exactly once; floor page",
+}
+"""Each command's one-line help as its module registers it, for the top-level ``tablesense --help``:
+listing the commands imports none of their modules (the web server, MQTT, PostgreSQL and ``rich``
+imports cost most of a second). ``tests/test_cli_help.py`` checks these against the modules."""
+
 
 class UsageError(Exception):
     """A user error: printed as ``tablesense: <message>`` and exit status 2."""
@@ -54,11 +74,13 @@ def _command_name(module: str) -> str:
     return module.replace("_", "-")
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, *, summaries: bool = False) -> argparse.ArgumentParser:
     """The top-level parser with every registered sub-command, or only the module ``only``.
 
     Registering one command imports one module, so ``tablesense settle`` does not pay for the
-    imports of the daemon, the web server and the simulators.
+    imports of the daemon, the web server and the simulators. With ``summaries`` (and no ``only``)
+    the sub-commands are placeholders carrying only their :data:`SUMMARIES` line and importing
+    nothing: enough for ``tablesense --help`` and for a usage error naming no known command.
     """
     parser = OneLineParser(prog="tablesense", description=(
         "Live table-sensor daemon for casino table games: card-reading shoe and bet pads in, "
@@ -67,6 +89,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         help="print the installed version (package metadata) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                 parser_class=OneLineParser)
+    if only is None and summaries:
+        for name in COMMANDS:
+            sub.add_parser(_command_name(name), help=SUMMARIES[name])
+        return parser
     for name in COMMANDS if only is None else (only,):
         importlib.import_module(f"tablesense.daemon.commands.{name}").register(sub)
     return parser
@@ -85,7 +111,8 @@ def _chosen_module(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_chosen_module(argv))
+    # no command named (``tablesense --help``, a typo, nothing): the listing imports no command module
+    parser = build_parser(_chosen_module(argv), summaries=True)
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)

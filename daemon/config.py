@@ -174,6 +174,9 @@ class MqttConfig(_Strict, frozen=True):
         command_max_age: seconds (1-300) a command stays valid after its ``issued_at``; older ones are
             refused, as are ones more than 5 s in the future, and ones whose MQTT v5 message expiry is
             longer than this.
+        max_message_bytes: the largest message payload published (bytes, 1024-268435455; default
+            262144, the shipped broker's ``message_size_limit``): a larger journaled message is logged,
+            counted and not published (docs/mqtt.md "Message size").
     """
 
     host: str = "127.0.0.1"
@@ -189,6 +192,7 @@ class MqttConfig(_Strict, frozen=True):
     command_rate: int = 20
     command_burst: int = 50
     command_max_age: int = 30
+    max_message_bytes: int = 262144
 
 
 class JournalConfig(_Strict, frozen=True):
@@ -991,6 +995,9 @@ def _validate_mqtt(cfg: TableConfig) -> None:
         raise _err("mqtt.command_rate", f"{m.command_rate} must be 1 to 1000 commands a second")
     if not 1 <= m.command_burst <= 10_000:
         raise _err("mqtt.command_burst", f"{m.command_burst} must be 1 to 10000 commands")
+    if not 1024 <= m.max_message_bytes <= 268_435_455:
+        raise _err("mqtt.max_message_bytes", f"{m.max_message_bytes} must be 1024 to 268435455 bytes (the "
+                   "broker's message_size_limit)")
     if not 1 <= m.command_max_age <= 300:
         raise _err("mqtt.command_max_age", f"{m.command_max_age} must be 1 to 300 seconds")
     from tablesense.daemon.table.machine import MAX_REMEMBERED_COMMANDS  # the machine imports this module

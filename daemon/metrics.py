@@ -19,7 +19,8 @@ Read from the daemon every ``interval`` seconds by :func:`refresh` (in the event
 touches the journal or the links from the HTTP thread): frames rejected by reason per device (the codec's
 counters: checksum, malformed, too_long, unknown_type, duplicate, gap; and resends after a restart,
 dropped against the journal), garbage bytes, device links up, the outbox backlog, relay reconnects,
-negative PUBACKs, messages delivered, the broker connection, journal size and journal failures.
+negative PUBACKs, messages delivered, messages too large for the broker (not published), the broker
+connection, journal size and journal failures.
 
 Metric names (all prefixed ``tablesense_``; a counter's samples end in ``_total``): :data:`NAMES`.
 """
@@ -106,6 +107,7 @@ NAMES = (
     "tablesense_commission_minor_units_total",
     "tablesense_alarms_total", "tablesense_open_holds", "tablesense_outbox_backlog",
     "tablesense_relay_reconnects_total", "tablesense_publish_rejected_total", "tablesense_published_total",
+    "tablesense_publish_too_large_total",
     "tablesense_broker_connected", "tablesense_journal_size_bytes", "tablesense_journal_failures_total",
     "tablesense_journal_commit_seconds", "tablesense_card_to_publish_seconds", "tablesense_build_info",
 )
@@ -220,6 +222,7 @@ class _Facts:
         self.backlog = 0
         self.reconnects = 0
         self.publish_rejected = 0
+        self.too_large = 0
         self.delivered = 0
         self.connected = 0
         self.journal_bytes = 0
@@ -253,6 +256,7 @@ async def refresh(app: App) -> None:
     if relay is not None:
         f.reconnects = max(0, relay.connects - 1)
         f.publish_rejected = relay.rejected
+        f.too_large = relay.too_large
         f.delivered = relay.delivered
         f.connected = int(relay.connected)
     f.journal_failures = app.journal_failures
@@ -297,6 +301,9 @@ async def refresh(app: App) -> None:
             f.publish_rejected),
         one(CounterMetricFamily, "tablesense_published", "Journaled messages the broker acknowledged.",
             f.delivered),
+        one(CounterMetricFamily, "tablesense_publish_too_large", "Journaled messages larger than the broker "
+            "takes ([mqtt] max_message_bytes, or its v5 Maximum Packet Size): not published nor replayed.",
+            f.too_large),
         one(GaugeMetricFamily, "tablesense_broker_connected", "Connected to the broker (1) or not (0).",
             f.connected),
         one(GaugeMetricFamily, "tablesense_journal_size_bytes", "Journal file and its WAL, bytes.",

@@ -1,15 +1,19 @@
 """MQTT publishing for one table: connection settings, the topic map, the outbox relay, commands.
 
-The relay is the only publisher of journaled messages. It reads the journal's outbox in row order and
-publishes each row at its QoS over one connection (a small window in flight, in order), and marks a row
-delivered only after the broker acknowledged it (PUBACK). Data flows one way (bytes -> events -> round ->
-settlements -> journal -> MQTT): the
-machine's emits are journaled before anything is published, so a broker outage or a restart never loses
-a message; after a reconnect the relay starts again from the first undelivered row, with the same
-``msg_id``. A PUBACK means the broker had the message, not that every subscriber got it (a broker
-killed before it saved its queues loses them): consumers find gaps by ``seq`` and the retained status's
-``last_seq`` and ask for them again with the ``replay`` command, which republishes journaled rows
-unchanged on ``{prefix}/{table}/replay/...`` (docs/mqtt.md, "Replay by seq").
+The relay is the only publisher of journaled messages. It publishes the journal's outbox in row order,
+each row at its QoS over one connection (a small window in flight, in order; a burst in one socket
+write, its first message at once), and marks a row delivered only after the broker acknowledged it
+(PUBACK); the journal writes those marks in batches, and the relay writes the waiting ones itself once
+acknowledgements stop for :data:`SEAL_MARKS_AFTER` seconds (a quiet table). Rows just committed are
+handed over by the app (:meth:`Relay.notify` with the rows) and published from memory; the outbox is
+read from the journal at a session's start, for a retry, or when more rows wait than it keeps in memory.
+Data flows one way (bytes -> events -> round -> settlements -> journal -> MQTT): the machine's emits are
+journaled before anything is published, so a broker outage or a restart never loses a message; after a
+reconnect the relay starts again from the first undelivered row, with the same ``msg_id``. A PUBACK
+means the broker had the message, not that every subscriber got it (a broker killed before it saved its
+queues loses them): consumers find gaps by ``seq`` and the retained status's ``last_seq`` and ask for
+them again with the ``replay`` command, which republishes journaled rows unchanged on
+``{prefix}/{table}/replay/...`` (docs/mqtt.md, "Replay by seq").
 
 aiomqtt 2.5.1 specifics handled here:
 
@@ -34,11 +38,20 @@ Duplicate instance (two live daemons for one table, docs/mqtt.md): the relay sub
 table's ``status``. The instance started last keeps the table; the other steps back to ``standby``
 (publishes nothing but its status, answers no command, never reconnects until restarted): an instance
 that was online before and finds, on reconnecting, the retained status ``online`` from another
-instance (another journal epoch, published after its own ``online``) was taken over; one that receives
-a live ``online`` from another instance while it is online is older. A session taken over (MQTT v5
+instance (any other instance id, also one of the same journal epoch: a spare whose disk was cloned from
+the table's holds a copy of its journal) published after its own ``online`` was taken over; one that
+receives a live ``online`` from another instance while it is online is older. A session taken over (MQTT v5
 DISCONNECT 0x8E, sent by Mosquitto >= 2.0.15) is logged as an error naming the client id and the
 reconnect backs off (at least 1 s); the instance that stays online raises ``DUPLICATE_INSTANCE``
 (``on_duplicate``) when it sees the other one's ``standby``.
+
+A row larger than the broker takes is never published (docs/mqtt.md, "Message size"): Mosquitto drops
+the connection of a client that sends one (``max_packet_size``; with ``message_size_limit`` an MQTT v5
+client is disconnected too), so publishing it would only reconnect for ever. The limit is ``[mqtt]
+max_message_bytes`` (payload bytes; default 262144, the shipped broker's ``message_size_limit``), and the
+Maximum Packet Size of the broker's v5 CONNACK when it sends one. Such a row is logged at error
+(``mqtt_row_too_large``), counted (``too_large``; ``tablesense_publish_too_large_total``), and skipped:
+marked delivered in the journal, which keeps it (``recall``, the floor report); ``replay`` skips it too.
 
 The relay never dies (docs/reliability.md, scenario 6): a journal that cannot record an acknowledgement
 (:class:`~daemon.journal.errors.JournalError` from ``mark_delivered``, e.g. a full disk) is logged once at
@@ -83,6 +96,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from tablesense.daemon import metrics
 from tablesense.daemon.journal.errors import JournalError
+from tablesense.daemon.journal.store import MARK_DELAY
 from tablesense.daemon.logging import get_logger
 from tablesense.daemon.mqtt_commands import (
     MAX_COMMAND_BYTES,
@@ -162,6 +176,20 @@ TAKEOVER_BACKOFF = (1.0, 30.0)
 """Reconnect delay after the session was taken over (0x8E): at least the first value, full jitter up to
 a ceiling doubling from 2 x the first to the second (seconds). The other instance decides meanwhile."""
 
+SEAL_MARKS_AFTER = MARK_DELAY + 0.25
+"""Seconds after the last acknowledgement recorded in memory at which the relay writes the waiting ones
+(:meth:`Journal.flush_marks`) itself: a quiet table has no next append or acknowledgement to write them
+with, and ``tablesense verify`` would count its last round's messages as awaiting delivery (a crash would
+publish them once more)."""
+
+MAX_MESSAGE_BYTES = 262144
+"""Default largest payload the relay publishes (``[mqtt] max_message_bytes``): the ``message_size_limit`` of
+the shipped broker config (deploy/mosquitto/tablesense-tls.conf)."""
+
+_PACKET_OVERHEAD = 48
+"""Bytes a PUBLISH packet adds to its payload and topic at most here: fixed header (5), topic length (2),
+packet id (2), properties (4 + content type 19 + payload format indicator 2); rounded up."""
+
 MAX_REPLAY_QUEUE_BYTES = 16 * 1024 * 1024
 """Most payload bytes waiting to be replayed at once (further replay requests are refused until the
 queue drains)."""
@@ -236,6 +264,7 @@ class MqttSettings:
     ``keepalive``: seconds; the link counts as dead after :data:`DEAD_LINK_FACTOR` x keepalive without a
     byte from the broker.
     ``publish_timeout``: seconds to wait for a PUBACK before the connection is considered dead.
+    ``max_message_bytes``: the largest payload published (bytes); a larger row is skipped (module doc).
     TLS: ``ca_file`` enables TLS with server verification; ``cert_file``/``key_file`` add a client
     certificate. ``credentials_file``: TOML with ``username`` and ``password``, not world-readable.
     """
@@ -252,6 +281,7 @@ class MqttSettings:
     backoff_min: float = 0.2
     backoff_max: float = 5.0
     publish_timeout: float = 10.0
+    max_message_bytes: int = MAX_MESSAGE_BYTES
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
@@ -351,7 +381,11 @@ class Topics:
         return self.replay_prefix + self.for_channel(channel, device)[len(self.base) + 1:]
 
     def public_filters(self) -> list[str]:
-        """Subscription filters for every topic signage may read (everything but ``floor/`` and ``cmd/``)."""
+        """Subscription filters for the table's live topics outside ``floor/``, ``replay/``, ``cmd/`` and
+        ``reply/``: ``status``, ``round``, ``results``, ``settlements``, ``alarms``, ``scoreboard``,
+        ``info``, ``devices/+``. Not what signage may read: the broker's ACL (deploy/mosquitto/acl) keeps
+        ``alarms`` from signage (they name seats, spots and advantage-play figures) and lets it read
+        ``health``; nothing in tablesense subscribes signage with this list."""
         names = ("status", "round", "results", "settlements", "alarms", "scoreboard", "info")
         return [f"{self.base}/{s}" for s in names] + [f"{self.base}/devices/+"]
 
@@ -422,6 +456,47 @@ def _channel_name(channel: Any) -> str:
     return str(value).lower()
 
 
+MAX_HANDED_ROWS = 4096
+"""Most committed rows the relay keeps in memory to publish (:meth:`Relay.notify`); past it, it reads the
+outbox back from the journal."""
+
+
+_PUBLISH = 0x30
+_DISCONNECT = 0xE0
+_COALESCE_MAX = 256 * 1024
+
+
+def _coalesce(out: deque[Any]) -> None:
+    """Join the packets waiting in paho's output queue ``out`` (``_OutPacket`` dicts) into one, so a burst
+    of publishes goes out in one ``send()`` instead of one per packet (each send on a TCP_NODELAY
+    loopback socket costs tens of microseconds of kernel time; a settlement burst is 10-25 packets).
+
+    Only packets whose completion paho does not act on are joined: not a QoS 0 PUBLISH (its
+    ``on_publish`` fires when written) and not a DISCONNECT (the socket closes after it); the joined
+    packet is labelled as a QoS 1 PUBLISH, for which paho's ``_packet_write`` (paho-mqtt 2.1) does
+    nothing once it is written. The bytes and their order are unchanged; at most
+    :data:`_COALESCE_MAX` bytes are joined at a time."""
+    if len(out) < 2:
+        return
+    taken: list[Any] = []
+    size = 0
+    while out:
+        p = out[0]
+        cmd = p["command"] & 0xF0
+        if cmd == _DISCONNECT or (cmd == _PUBLISH and p["qos"] == 0):
+            break
+        if taken and size + p["to_process"] > _COALESCE_MAX:
+            break
+        taken.append(out.popleft())
+        size += p["to_process"]
+    if len(taken) == 1:
+        out.appendleft(taken[0])  # nothing to join: left as it was
+    elif taken:
+        data = b"".join(bytes(p["packet"][p["pos"]:]) for p in taken)
+        out.appendleft({"command": _PUBLISH | 0x02, "mid": 0, "qos": 1, "pos": 0, "to_process": len(data),
+                        "packet": data, "info": None})
+
+
 class _AckClient(aiomqtt.Client):
     """aiomqtt 2.5.1 client that keeps the MQTT v5 PUBACK reason code of each publish.
 
@@ -445,6 +520,8 @@ class _AckClient(aiomqtt.Client):
         """``time.monotonic()`` when the socket last had bytes to read (the receive side's clock)."""
         self.disconnect_reason: int | None = None
         """The reason code of the broker's DISCONNECT (v5), or paho's code for a lost connection."""
+        self.max_packet_size: int | None = None
+        """The Maximum Packet Size of the broker's v5 CONNACK (bytes), ``None`` when it sent none."""
         paho_read = self._client.loop_read
 
         def loop_read(max_packets: int = 1) -> MQTTErrorCode:
@@ -453,6 +530,21 @@ class _AckClient(aiomqtt.Client):
             return paho_read(max_packets)
 
         self._client.loop_read = loop_read  # type: ignore[method-assign]
+        paho = self._client
+        paho_write = paho._packet_write
+
+        def packet_write() -> MQTTErrorCode:
+            _coalesce(paho._out_packet)
+            return paho_write()
+
+        self._client._packet_write = packet_write  # type: ignore[method-assign]
+
+    def _on_connect(self, client: paho.Client, userdata: Any, flags: paho.ConnectFlags,
+                    reason_code: ReasonCode, properties: Properties | None = None) -> None:
+        size = getattr(properties, "MaximumPacketSize", None) if properties is not None else None
+        if isinstance(size, int) and size > 0:
+            self.max_packet_size = size
+        super()._on_connect(client, userdata, flags, reason_code, properties)
 
     def _on_disconnect(self, client: paho.Client, userdata: Any, flags: paho.DisconnectFlags,
                        reason_code: ReasonCode, properties: Properties | None = None) -> None:
@@ -490,6 +582,12 @@ class _AckClient(aiomqtt.Client):
             self._ack_reasons.clear()
         self._ack_reasons[mid] = reason_code
         super()._on_publish(client, userdata, mid, reason_code, properties)
+
+    def write_now(self) -> None:
+        """Write what paho has queued now, instead of at the loop's next look at the socket (paho's own
+        ``loop_write``; a full socket buffer leaves the rest for the writer callback)."""
+        with contextlib.suppress(Exception):  # a broken socket: the session's own checks end it
+            self._client.loop_write()
 
     def start_publish(self, topic: str, payload: bytes, qos: int, retain: bool,
                       properties: Properties | None) -> asyncio.Future[None]:
@@ -555,10 +653,10 @@ class Relay:
     the retained status JSON for ``"online"``/``"offline"``/``"standby"`` (``"offline"`` is also the
     will); it should carry ``instance`` and ``epoch`` as given here. ``on_command``: see
     :data:`CommandHandler` (``None`` -> commands are refused). ``instance``: this process's instance id
-    (default: 16 random hex digits); ``epoch``: its journal's epoch (an instance with the same epoch is
-    this journal's earlier process, never a duplicate). ``on_duplicate``: called (from the event loop)
-    once per other instance found stepping back, for the ``DUPLICATE_INSTANCE`` alarm. Call
-    :meth:`notify` after every journal append; run :meth:`run` as a task; :meth:`stop` publishes
+    (default: 16 random hex digits), the only thing that tells two instances apart (a cloned journal
+    shares its epoch); ``epoch``: its journal's epoch, named in the messages. ``on_duplicate``: called
+    (from the event loop) once per other instance found stepping back, for the ``DUPLICATE_INSTANCE``
+    alarm. Call :meth:`notify` after every journal append; run :meth:`run` as a task; :meth:`stop` publishes
     ``offline`` (when connected) and returns within ``stop_timeout`` seconds, also while a reconnect is
     backing off.
 
@@ -569,7 +667,8 @@ class Relay:
     the relay survived by starting over), ``standby`` (why this instance stepped back, one line for the
     status ``detail``, else ``None``),
     ``takeovers`` (sessions taken over, v5 0x8E), ``dead_links`` (connections closed as dead from the
-    receive side), ``replayed`` (rows republished by ``replay``).
+    receive side), ``replayed`` (rows republished by ``replay``), ``too_large`` (rows not published, or
+    not replayed, because they are larger than the broker takes: :meth:`too_large_for_broker`).
     """
 
     def __init__(self, settings: MqttSettings, journal: OutboxJournal,
@@ -591,6 +690,10 @@ class Relay:
         self._props: Properties | None = None
         self._retry_rejected_after = retry_rejected_after
         self._wakeup = asyncio.Event()
+        self._handed: deque[OutboxRowLike] = deque()
+        """Rows committed since the outbox was last read, handed over by :meth:`notify`."""
+        self._reread = True
+        """The outbox must be read from the journal (a new session, rows not handed over, a retry)."""
         self._stopping = asyncio.Event()
         self._client: _AckClient | None = None
         self._command_tasks: set[asyncio.Task[None]] = set()
@@ -604,6 +707,9 @@ class Relay:
                                          floor=TAKEOVER_BACKOFF[0])
         self._online_ts: str | None = None
         """``ts`` of the last ``online`` status this process published (``None``: never online yet)."""
+        self._first_online_ts: str | None = None
+        """``ts`` of the first ``online`` status this process published: a retained ``standby`` older than
+        it is a stale one (e.g. from before this process started), not a duplicate stepping back for us."""
         self._taken_over = False
         self._duplicates: set[str] = set()
         self._replay_queue: deque[OutboxRowLike] = deque()
@@ -619,10 +725,25 @@ class Relay:
         self.takeovers = 0
         self.dead_links = 0
         self.replayed = 0
+        self.too_large = 0
+        self._mark_timer: asyncio.Task[None] | None = None
+        self._last_mark = 0.0
+        """``time.monotonic()`` of the last acknowledgement recorded (the mark timer waits from it)."""
+        self._skipped: set[int] = set()
+        """Row ids skipped as too large and not yet marked (:meth:`_mark_rows` counts them apart)."""
 
     # -- public API ---------------------------------------------------------------------------------
-    def notify(self) -> None:
-        """Wake the relay: new rows were appended to the outbox."""
+    def notify(self, rows: Sequence[OutboxRowLike] | None = None) -> None:
+        """Wake the relay: new rows were appended to the outbox. ``rows``: the rows just committed, in row
+        order (what :meth:`Journal.append` returned): the relay publishes them from memory instead of
+        reading them back from the journal. Without ``rows`` it reads the outbox from its last row."""
+        if rows is None:
+            self._reread = True
+        elif len(self._handed) + len(rows) > MAX_HANDED_ROWS:  # e.g. a long broker outage
+            self._handed.clear()
+            self._reread = True  # read back from the journal instead, a batch at a time
+        else:
+            self._handed.extend(rows)
         self._wakeup.set()
 
     def republish_status(self) -> None:
@@ -665,6 +786,39 @@ class Relay:
         self._replay_queue.extend(rows)
         self._replay_bytes += size
         self._replay_wakeup.set()
+        return True
+
+    def too_large_for_broker(self, row: OutboxRowLike, topic: str | None = None) -> str | None:
+        """Why ``row`` cannot be published to this broker, else ``None``: its payload is larger than
+        ``max_message_bytes``, or (when the broker's v5 CONNACK gave a Maximum Packet Size) its PUBLISH
+        packet would be larger than that (estimated with :data:`_PACKET_OVERHEAD`; ``topic``: where it
+        goes, default its live topic)."""
+        size = len(row.payload)
+        limit = self.settings.max_message_bytes
+        if size > limit:
+            return f"{size} bytes, more than [mqtt] max_message_bytes {limit}"
+        client = self._client
+        packet_max = client.max_packet_size if client is not None else None
+        if packet_max is not None:
+            if topic is None:
+                topic = self.topics.for_channel(_channel_name(row.channel), row.device)
+            packet = size + len(topic.encode()) + _PACKET_OVERHEAD
+            if packet > packet_max:
+                return f"a {packet}-byte packet, more than the broker's maximum packet size {packet_max}"
+        return None
+
+    def _skip_too_large(self, row: OutboxRowLike, topic: str, what: str) -> bool:
+        """Log and count ``row`` when it is too large for the broker (:meth:`too_large_for_broker`);
+        ``True`` when it is (the caller skips it). ``what``: ``"publish"`` or ``"replay"``."""
+        why = self.too_large_for_broker(row, topic)
+        if why is None:
+            return False
+        self.too_large += 1
+        seq = getattr(row, "seq", None)
+        log.error("mqtt_row_too_large", topic=topic, msg_id=row.msg_id, row=row.row_id, seq=seq,
+                  size=len(row.payload), limit=self.settings.max_message_bytes, reason=why, action=what,
+                  message=f"{row.msg_id} on {topic} not {'replayed' if what == 'replay' else 'published'}: "
+                          f"{why}; the journal keeps it (tablesense recall, floor report)")
         return True
 
     @property
@@ -796,6 +950,8 @@ class Relay:
         """
         self._stopping.set()
         self._wakeup.set()
+        if self._mark_timer is not None:  # the journal's close writes the waiting marks
+            self._mark_timer.cancel()
         if task is None:
             return
         try:
@@ -922,9 +1078,12 @@ class Relay:
             return None
 
     def _foreign(self, st: _StatusPeek) -> bool:
-        """Another process's status, not this journal's (an earlier process of the same journal shares
-        its epoch: the journal's lock lets only one process at a time use it)."""
-        return bool(st.instance) and st.instance != self.instance and st.epoch != self.epoch
+        """Another process's status: another instance id. The journal epoch is not compared: a spare
+        controller whose disk was cloned from the table's (an image, a VM snapshot, a restored backup)
+        has a copy of the very same journal, so two live instances can share an epoch. A stale status
+        of an earlier process of this journal is told by its time instead (:meth:`_taken_over_by`,
+        :meth:`_on_status`)."""
+        return bool(st.instance) and st.instance != self.instance
 
     def _taken_over_by(self, message: aiomqtt.Message | None) -> DuplicateInstance | None:
         """At connect: the retained status names another instance ``online`` that came after our own
@@ -946,6 +1105,8 @@ class Relay:
             self._online_ts = _PEEK.decode(payload).ts or _now_ts()
         except (msgspec.DecodeError, msgspec.ValidationError):
             self._online_ts = _now_ts()
+        if self._first_online_ts is None:
+            self._first_online_ts = self._online_ts
         if self._taken_over:  # the session is back and nobody newer holds the table: say what happened
             self._taken_over = False
             self._raise_duplicate(DuplicateInstance("", "", self.settings.client_id, True))
@@ -954,13 +1115,16 @@ class Relay:
     def _on_status(self, message: aiomqtt.Message) -> None:
         """A message on our own ``status`` topic while online: a live ``online`` from another instance is
         a newer duplicate (we step back); another instance's ``standby`` is a duplicate that stepped back
-        for us (``DUPLICATE_INSTANCE``, and our status goes back on the retained topic)."""
+        for us (``DUPLICATE_INSTANCE``, and our status goes back on the retained topic), when it is live
+        or (retained) newer than this process's first ``online``: a retained ``standby`` from before is
+        an earlier process's, stepped back for someone else, maybe this journal's own predecessor."""
         st = self._peek(message)
         if st is None or not self._foreign(st):
             return
         if st.state in _STATES_ONLINE and not message.retain:
             raise _SteppedBack(DuplicateInstance(st.instance, st.epoch, self.settings.client_id, False))
-        if st.state == "standby" and st.instance not in self._duplicates:
+        fresh = not message.retain or (self._first_online_ts is not None and st.ts > self._first_online_ts)
+        if st.state == "standby" and fresh and st.instance not in self._duplicates:
             self._duplicates.add(st.instance)
             self._raise_duplicate(DuplicateInstance(st.instance, st.epoch, self.settings.client_id, False))
             self.republish_status()  # its standby replaced our status on the retained topic
@@ -1042,6 +1206,8 @@ class Relay:
                     row = self._replay_queue.popleft()
                     self._replay_bytes -= len(row.payload)
                     topic = self.topics.replay_for(_channel_name(row.channel), row.device)
+                    if self._skip_too_large(row, topic, "replay"):
+                        continue
                     inflight.append((topic, client.start_publish(topic, bytes(row.payload), 1, False,
                                                                  self._props)))
                     while inflight and (len(inflight) >= self._window or inflight[0][1].done()):
@@ -1072,6 +1238,8 @@ class Relay:
 
     async def _publish_row(self, client: _AckClient, row: OutboxRowLike, mark: bool = True) -> bool:
         topic = self.topics.for_channel(_channel_name(row.channel), row.device)
+        if self._skip_too_large(row, topic, "publish"):
+            return False
         try:
             await self._publish(client, topic, bytes(row.payload), max(row.qos, 0), bool(row.retain))
         except PublishRejected as exc:
@@ -1098,7 +1266,11 @@ class Relay:
         rows marked before it are counted."""
         if not rows:
             return
-        metrics.published(rows)  # acknowledged by the broker: card-to-publish latency
+        skipped = self._skipped
+        if skipped:
+            metrics.published([r for r in rows if r.row_id not in skipped])
+        else:
+            metrics.published(rows)  # acknowledged by the broker: card-to-publish latency
         journal = self._journal
 
         def mark_all() -> tuple[list[JournalError | None], BaseException | None]:
@@ -1114,7 +1286,20 @@ class Relay:
                     results.append(None)
             return results, None
 
-        results, unexpected = await asyncio.to_thread(mark_all)
+        try_mark = getattr(journal, "try_mark_delivered", None)
+        results: list[JournalError | None]
+        unexpected: BaseException | None
+        if try_mark is not None and try_mark([r.row_id for r in rows]):
+            # recorded in memory without a thread hop (the journal's lock was free); sealing them, every
+            # MARK_BATCH rows or MARK_DELAY seconds, is SQLite work: a worker thread does it
+            results, unexpected = [None for _ in rows], None
+            if journal.marks_due():  # type: ignore[attr-defined]
+                try:
+                    await asyncio.to_thread(journal.flush_marks)  # type: ignore[attr-defined]
+                except JournalError as exc:
+                    results[-1] = exc  # logged and counted once below; the marks stay waiting
+        else:
+            results, unexpected = await asyncio.to_thread(mark_all)
         for r, error in zip(rows, results, strict=False):
             if error is not None:
                 self.mark_failures += 1
@@ -1127,9 +1312,44 @@ class Relay:
             if self._marks_failing:
                 self._marks_failing = False
                 log.warning("journal_mark_recovered", unmarked_rows=self.mark_failures)
+            if r.row_id in skipped:
+                skipped.discard(r.row_id)  # too large: marked, never published
+                continue
             self.delivered += 1
+        self._arm_mark_timer()
         if unexpected is not None:
             raise unexpected
+
+    def _arm_mark_timer(self) -> None:
+        """Write the acknowledgements waiting in memory :data:`SEAL_MARKS_AFTER` seconds after the last
+        one (:meth:`_seal_marks_later`), unless the journal has no ``flush_marks`` (an in-memory outbox)."""
+        self._last_mark = time.monotonic()
+        if getattr(self._journal, "flush_marks", None) is None or self._stopping.is_set():
+            return
+        if self._mark_timer is None or self._mark_timer.done():
+            self._mark_timer = asyncio.create_task(self._seal_marks_later(), name="mqtt-marks")
+
+    async def _seal_marks_later(self) -> None:
+        """Once no acknowledgement was recorded for :data:`SEAL_MARKS_AFTER` seconds, write the waiting
+        ones (:meth:`Journal.flush_marks`, in a worker thread; nothing to do when an append or a batch
+        wrote them already). A :class:`JournalError` is logged and counted like a failed mark
+        (:meth:`_mark_rows`); the marks stay waiting for the next write."""
+        flush = getattr(self._journal, "flush_marks", None)
+        if flush is None:
+            return
+        while (wait := self._last_mark + SEAL_MARKS_AFTER - time.monotonic()) > 0:
+            await asyncio.sleep(wait)  # still acknowledging: wait for the quiet (batches write themselves)
+        try:
+            await asyncio.to_thread(flush)
+        except JournalError as exc:
+            self.mark_failures += 1
+            if not self._marks_failing:
+                self._marks_failing = True
+                log.critical("journal_mark_failed", error=str(exc),
+                             message="acknowledgements cannot be recorded; publishing goes on, unmarked "
+                                     "rows are published again after the next reconnect or restart")
+        except Exception:  # never let the timer take anything down; the next write records them
+            log.exception("journal_mark_flush_failed")
 
     async def _drain(self, client: _AckClient) -> None:
         """Publish undelivered rows in row order, at most ``window`` in flight, until stopping.
@@ -1143,24 +1363,49 @@ class Relay:
         after = 0
         retry_at = math.inf
         inflight: deque[tuple[OutboxRowLike, str, asyncio.Future[None]]] = deque()
+        self._reread = True  # a new session starts from the first undelivered row
         try:
             while not self._stopping.is_set():
                 if time.monotonic() >= retry_at:
                     after, retry_at = 0, math.inf
+                    self._reread = True
                 self._wakeup.clear()
-                rows = await asyncio.to_thread(self._journal.pending, self._batch, after)
+                rows: Sequence[OutboxRowLike]
+                if self._reread:
+                    # every row committed before this read is in it (up to the batch), every row
+                    # committed after it is handed over by notify(): rows at or before ``after`` are
+                    # skipped, so none is published twice and none is missed
+                    self._reread = False
+                    rows = await asyncio.to_thread(self._journal.pending, self._batch, after)
+                    if len(rows) >= self._batch:
+                        self._reread = True  # more to read
+                else:
+                    rows = [r for r in self._handed if r.row_id > after]
+                    self._handed.clear()
                 if not rows:
+                    if self._reread or self._handed:
+                        continue
                     timeout = None if retry_at == math.inf else max(0.0, retry_at - time.monotonic())
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
                     continue
-                for row in rows:
+                for i, row in enumerate(rows):
                     if self._stopping.is_set():
                         break
                     topic = self.topics.for_channel(_channel_name(row.channel), row.device)
-                    inflight.append((row, topic, client.start_publish(
-                        topic, bytes(row.payload), max(row.qos, 0), bool(row.retain), self._props)))
                     after = row.row_id
+                    if self._skip_too_large(row, topic, "publish"):
+                        # never sent (the broker would drop the connection: a reconnect loop); marked
+                        # delivered in row order with the rows around it, so it is not tried again
+                        self._skipped.add(row.row_id)
+                        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                        done.set_result(None)
+                        inflight.append((row, topic, done))
+                    else:
+                        inflight.append((row, topic, client.start_publish(
+                            topic, bytes(row.payload), max(row.qos, 0), bool(row.retain), self._props)))
+                    if i == 0 and len(rows) > 1:
+                        client.write_now()  # the first goes out now, the rest together once queued
                     while inflight and (len(inflight) >= self._window or inflight[0][2].done()):
                         if not await self._settle_head(inflight) and retry_at == math.inf:
                             retry_at = time.monotonic() + self._retry_rejected_after

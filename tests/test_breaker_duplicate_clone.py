@@ -29,8 +29,6 @@ pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")]
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/mqtt.py (owned by another helper): Relay._foreign exempts a "
-                   "status of the same journal epoch; see the breaker report for the fix")
 async def test_a_spare_with_a_cloned_journal_steps_back(rigs: Callable[..., Awaitable[Rig]],
                                                           tmp_path: Path) -> None:
     rig = await rigs(seed=2201)

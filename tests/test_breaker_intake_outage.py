@@ -34,8 +34,6 @@ def disk_limit(pid: int, size: int) -> None:
     resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, resource.RLIM_INFINITY))
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/app.py (another helper's): frames held back behind a "
-                   "frame whose journaling failed are dropped, then acknowledged over (breaker report)")
 async def test_cards_received_during_a_disk_full_spell_are_never_acknowledged_over(
         rigs: Callable[..., Awaitable[Rig]]) -> None:
     rig = await rigs(seed=2301)

@@ -887,6 +887,37 @@ class Journal:
             if self._marks_due():
                 self.flush_marks()
 
+    def try_mark_delivered(self, row_ids: Sequence[int]) -> bool:
+        """:meth:`mark_delivered` for each of ``row_ids`` when that costs no wait: ``False`` (nothing done)
+        when the journal lock is held (an append or maintenance in a worker thread), a row was not
+        appended by this process, or the marks are due to be sealed (:meth:`mark_delivered_many` does
+        that, with its SQLite work). For the relay, from the event loop: its acknowledgements are
+        recorded without a worker-thread hop, and never by blocking the loop. Raises ``KeyError`` like
+        :meth:`mark_delivered`."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if any(r not in self._unacked and r not in self._marked for r in row_ids):
+                return False  # needs the file (or is acknowledged already): the thread path decides
+            for row_id in row_ids:
+                if row_id in self._marked:
+                    continue
+                if not 1 <= row_id <= self._state.last_seq:
+                    raise KeyError(f"journal holds no outbox row {row_id}")
+                self._unacked.discard(row_id)
+                if not self._marked:
+                    self._marked_since = time.monotonic()
+                self._marked[row_id] = None
+                self._marked_at = time.time()
+            return True
+        finally:
+            self._lock.release()
+
+    def marks_due(self) -> bool:
+        """Acknowledgements are waiting to be sealed (:data:`MARK_BATCH` of them, or the oldest waited
+        :data:`MARK_DELAY` seconds): :meth:`flush_marks` records them."""
+        return self._marks_due()
+
     def mark_delivered_many(self, row_ids: Iterable[int]) -> None:
         """:meth:`mark_delivered` for each of ``row_ids`` (one lock, at most one batch recorded)."""
         with self._lock:

@@ -78,7 +78,10 @@ async def test_journal_disk_unwritable(rigs: Callable[..., Awaitable[Rig]]) -> N
     await rig.settled_through_journal(timeout=60)  # delivered although no acknowledgement can be recorded
     # While the disk stays full nothing new is journaled, so nothing new can be published.
     assert len(journal_rows(rig.journal_dir)) == rows_at_failure
-    assert rig.sub.distinct_ids() == {r[1] for r in journal_rows(rig.journal_dir)}
+    # (the from-memory INTERNAL_ERROR alarm is outside the journal by design: Rig.from_memory_alarms; paho
+    # may deliver it after the broker is back if the relay had not yet seen the broker go)
+    from_memory = {g.msg_id for g in rig.from_memory_alarms()}
+    assert rig.sub.distinct_ids() - from_memory == {r[1] for r in journal_rows(rig.journal_dir)}
     # The failure reaches the floor in the retained status (the relay connected after it happened).
     await wait_until(lambda: any("journal" in d for d in status_details(rig)), 30,
                      "the journal failure in the retained status")
@@ -109,8 +112,10 @@ async def test_journal_disk_unwritable(rigs: Callable[..., Awaitable[Rig]]) -> N
                if g.topic.endswith("/results")}
     if partial is not None and len(results) == len(complete) + 1:
         # the card that found the disk full was the round's last: resent after the restart, it completed
-        # the round (where the disk fills depends on the rows' sizes)
-        partial.cards.append(holder["card"])
+        # the round (where the disk fills depends on the rows' sizes); or that card was journaled and
+        # acknowledged (so already in the round as dealt) and the disk filled at the pads' step after it
+        if not partial.cards or partial.cards[-1] != holder["card"]:
+            partial.cards.append(holder["card"])
         complete, partial = [*complete, partial], None
     rig.verify("journal_unwritable", complete_rounds=complete, partial=partial,
                extra={"fsize_limit": LIMIT, "rounds_before_disk_full": stopped_after,
