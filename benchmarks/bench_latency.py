@@ -7,7 +7,7 @@ pace 0: it waits for the daemon's acknowledgement of each step's last frame (the
 frame only once it is journaled), so the round rate is what one table sustains journaled; the run ends
 when every settlement has reached the subscriber (published).
 
-Measured, each against a floor measured in the same run on the same machine and broker (issue 15):
+Measured, each against a floor measured in the same run on the same machine and broker:
 
 * **card -> last settlement it decides** (baccarat: Perfect Pairs and House Money by the fourth card, the
   rest by the round's last card), from the last byte of the card frame written to the shoe's pty to that

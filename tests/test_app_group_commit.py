@@ -1,4 +1,4 @@
-"""Group commit (issue 15): device inputs that arrive together are applied in order and journaled in ONE
+"""Group commit: device inputs that arrive together are applied in order and journaled in ONE
 transaction (one fsync, one worker-thread hop) before any of them is acknowledged; a failed group
 commit acknowledges none of them and leaves the machine equal to its journal's replay.
 

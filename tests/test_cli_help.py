@@ -1,4 +1,4 @@
-"""``tablesense --help`` lists every command without importing the command modules (issue 15: the
+"""``tablesense --help`` lists every command without importing the command modules (the
 listing took most of a second because the parser imported aiohttp, aiomqtt, psycopg and rich)."""
 
 from __future__ import annotations

@@ -81,8 +81,11 @@ async def test_messages_dropped_on_the_way_are_replayed(db_url: str, broker: Mos
         async def complete() -> bool:
             return await stored_seqs(service.db, "bac-10") == list(range(1, table.last_seq + 1))
         await wait_for(complete, 30, "the gaps filled by replay")
-        # the two holes asked in one ranged request (the seqs between them the floor holds change nothing)
-        assert table.replays == [(7, 15)]
+        # holes are asked in ranges, not seq by seq: 7 and 8 together; 15 in the same range when one audit
+        # pass saw both holes, else once on its own (the seqs between them the floor holds change nothing)
+        covered = {s for first, last in table.replays for s in range(first, last + 1)}
+        assert lost <= covered and len(table.replays) <= 2, table.replays
+        assert any(first <= 7 and last >= 8 for first, last in table.replays), table.replays
         via = dict(await service.db.fetchall("SELECT seq, via FROM messages WHERE via = 'replay'"))
         assert sorted(via) == [7, 8, 15]
         await wait_for(lambda: _cleared(service.db), 20, "the SEQ_GAP alarm cleared")

@@ -1,4 +1,4 @@
-"""The relay publishes the rows the app hands it from memory (issue 15): no read-back of rows it was just
+"""The relay publishes the rows the app hands it from memory: no read-back of rows it was just
 given, acknowledgements recorded without a worker-thread hop, each row published once even when it was
 both read from the journal and handed over, and the relay not woken by inputs that emit nothing.
 
