@@ -1,10 +1,11 @@
-"""Small network address helpers shared by the config checks and the metrics listener."""
+"""Small network address helpers shared by the config checks, the metrics listener, the commands that take
+``HOST:PORT`` and the web pages' listeners."""
 
 from __future__ import annotations
 
 import ipaddress
 
-__all__ = ["is_loopback"]
+__all__ = ["is_loopback", "parse_hostport"]
 
 
 def is_loopback(host: str) -> bool:
@@ -16,3 +17,22 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def parse_hostport(text: str, default_port: int) -> tuple[str, int]:
+    """``"host:port"`` (or ``"host"``, ``"[::1]:8080"``) -> ``(host, port)``.
+
+    Raises:
+        ValueError: a port that is not an integer 0-65535 (one-line message naming the text).
+    """
+    host, port_s = text, ""
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_s = rest.lstrip(":")
+    elif text.count(":") == 1:
+        host, port_s = text.split(":")
+    if not port_s:
+        return host or "127.0.0.1", default_port
+    if not port_s.isdigit() or not 0 <= int(port_s) <= 65535:
+        raise ValueError(f"{text!r}: the port must be a number 0-65535")
+    return host or "127.0.0.1", int(port_s)

@@ -17,8 +17,9 @@ from tablesense.daemon.messages import (
     RoundState,
     SettlementMessage,
 )
+from tablesense.daemon.netaddr import parse_hostport
 from tablesense.daemon.signage.info import table_info
-from tablesense.daemon.signage.server import parse_hostport, public_topics
+from tablesense.daemon.signage.server import public_topics
 from tablesense.daemon.signage.view import SignageView, category_label, format_money
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     from tablesense.daemon.floor.store import DatabaseError
     from tablesense.daemon.logging import configure
     from tablesense.daemon.mqtt import CredentialsError
-    from tablesense.daemon.signage.server import parse_hostport
+    from tablesense.daemon.netaddr import parse_hostport
     from tablesense.daemon.topics import option_problem
 
     if not args.broker:

@@ -36,8 +36,9 @@ from tablesense.daemon.cli import UsageError
 from tablesense.daemon.config import ConfigError, load_config
 from tablesense.daemon.logging import bind_table, configure
 from tablesense.daemon.mqtt import CredentialsError
+from tablesense.daemon.netaddr import parse_hostport
 from tablesense.daemon.signage.info import table_info
-from tablesense.daemon.signage.server import parse_hostport, start_signage
+from tablesense.daemon.signage.server import start_signage
 from tablesense.daemon.topics import option_problem
 
 __all__ = ["register", "run"]

@@ -29,9 +29,9 @@ from aiohttp import web
 from tablesense.daemon.floor.accounting import GamingDay, _pct, money, money_exact, today_by_table
 from tablesense.daemon.floor.consumer import NOTIFY_CHANNEL
 from tablesense.daemon.floor.store import Database, DatabaseError, open_database
+from tablesense.daemon.httpserve import serve_app
 from tablesense.daemon.logging import get_logger
 from tablesense.daemon.resources import data_path
-from tablesense.daemon.signage.server import parse_hostport
 
 __all__ = ["FloorPage", "page_model", "start_floor_page"]
 
@@ -203,21 +203,7 @@ async def start_floor_page(url: str, listen: str, gaming_day: GamingDay, prefix:
                            ) -> tuple[str, Callable[[], Awaitable[None]]]:
     """Serve the floor page of the database ``url`` on ``listen`` (``HOST:PORT``, port 0: a free one).
     Returns ``(page url, stop)``. Raises ``ValueError`` (bad ``listen``) or ``OSError`` (cannot bind)."""
-    host, port = parse_hostport(listen, 8090)
     page = FloorPage(url, gaming_day, prefix)
-    runner = web.AppRunner(page.app(), access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    try:
-        await site.start()
-    except BaseException:
-        await runner.cleanup()
-        raise
+    page_url, stop = await serve_app(page.app(), listen, 8090)
     page.start()
-    bound: Any = runner.addresses[0]
-    shown = f"[{bound[0]}]" if ":" in str(bound[0]) else str(bound[0])
-
-    async def stop() -> None:
-        await runner.cleanup()
-
-    return f"http://{shown}:{bound[1]}/", stop
+    return page_url, stop

@@ -36,12 +36,13 @@ import aiomqtt
 from aiohttp import web
 
 from tablesense.daemon.broker_auth import BrokerAuth
+from tablesense.daemon.httpserve import serve_app
 from tablesense.daemon.logging import get_logger
 from tablesense.daemon.resources import data_path
 from tablesense.daemon.signage.view import SignageView
 from tablesense.drivers.backoff import Backoff
 
-__all__ = ["SignageServer", "parse_hostport", "public_topics", "start_signage"]
+__all__ = ["SignageServer", "public_topics", "start_signage"]
 
 log = get_logger(component="signage")
 
@@ -59,25 +60,6 @@ def public_topics(prefix: str, table: str) -> list[str]:
     base = f"{prefix}/{table}"
     return [f"{base}/{s}" for s in ("status", "round", "results", "settlements", "scoreboard", "info",
                                      "devices/+")]
-
-
-def parse_hostport(text: str, default_port: int) -> tuple[str, int]:
-    """``"host:port"`` (or ``"host"``, ``"[::1]:8080"``) -> ``(host, port)``.
-
-    Raises:
-        ValueError: a port that is not an integer 0-65535 (one-line message naming the text).
-    """
-    host, port_s = text, ""
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port_s = rest.lstrip(":")
-    elif text.count(":") == 1:
-        host, port_s = text.split(":")
-    if not port_s:
-        return host or "127.0.0.1", default_port
-    if not port_s.isdigit() or not 0 <= int(port_s) <= 65535:
-        raise ValueError(f"{text!r}: the port must be a number 0-65535")
-    return host or "127.0.0.1", int(port_s)
 
 
 class SignageServer:
@@ -253,22 +235,7 @@ async def start_signage(broker_host: str, broker_port: int, table: str, prefix: 
         ValueError: ``listen`` is not ``HOST:PORT``.
         OSError: the address cannot be bound (e.g. the port is in use).
     """
-    host, port = parse_hostport(listen, 8080)
     server = SignageServer(broker_host, broker_port, table, prefix, info=info, auth=auth)
-    runner = web.AppRunner(server.app(), access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    try:
-        await site.start()
-    except BaseException:
-        await runner.cleanup()
-        raise
+    url, stop = await serve_app(server.app(), listen, 8080)
     server.start_mqtt()
-    bound: Any = runner.addresses[0]
-    shown = f"[{bound[0]}]" if ":" in str(bound[0]) else str(bound[0])
-    url = f"http://{shown}:{bound[1]}/"
-
-    async def stop() -> None:
-        await runner.cleanup()
-
     return url, stop
