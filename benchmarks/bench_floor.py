@@ -162,7 +162,7 @@ async def main(n: int, seconds: float, pace: float, gap: float) -> int:
     async with await psycopg.AsyncConnection.connect(PG_ADMIN, autocommit=True) as c:
         await c.execute(f'CREATE DATABASE "{db_name}"')
     url = PG_ADMIN.rsplit("/", 1)[0] + "/" + db_name
-    broker = MosquittoBroker(tmp / "broker", extra="max_connections -1")
+    broker = MosquittoBroker(tmp / "broker", extra="max_connections -1", die_with_parent=True)
     broker.start()
     loop = asyncio.get_running_loop()
     floor = subprocess.Popen([TABLESENSE, "floor", "--broker", broker.url, "--database", url, "--client-id",

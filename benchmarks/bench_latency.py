@@ -171,7 +171,7 @@ class Bare:
 async def main(settlements: int, seed: int, journal_dir: str | None) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="tablesense-bench-"))
     journal = Path(tempfile.mkdtemp(prefix="tablesense-bench-journal-", dir=journal_dir))
-    broker = MosquittoBroker(tmp / "broker", persistence=False)
+    broker = MosquittoBroker(tmp / "broker", persistence=False, die_with_parent=True)
     broker.start()
     loop = asyncio.get_running_loop()
     dev = tmp / "dev"
