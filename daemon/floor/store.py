@@ -17,6 +17,7 @@ is rolled back), :class:`DatabaseError` (their base: anything else the database 
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import sqlite3
@@ -78,9 +79,10 @@ class Tx(Protocol):
         ...
 
 
-class Database:
+class Database(abc.ABC):
     """One connection to the floor database (see the module docstring). Create with
-    :func:`open_database`; ``dialect`` is ``"postgresql"`` or ``"sqlite"``."""
+    :func:`open_database`; ``dialect`` is ``"postgresql"`` or ``"sqlite"``; the two subclasses implement
+    the abstract methods."""
 
     dialect: str = ""
 
@@ -88,17 +90,17 @@ class Database:
         self.url = url
         self._lock = asyncio.Lock()
 
+    @abc.abstractmethod
     async def connect(self) -> None:
         """Open the connection now (raises :class:`DatabaseUnavailable`)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def close(self) -> None:
         """Close the connection (idempotent)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def transaction(self) -> contextlib.AbstractAsyncContextManager[Tx]:
         """``async with db.transaction() as tx:`` commits at the end, rolls back on an exception."""
-        raise NotImplementedError
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         """One read-only query in a transaction of its own."""
