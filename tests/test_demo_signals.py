@@ -6,7 +6,6 @@ must be stopped by the demo, not by the signal."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -17,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from proc_support import alive, children
 
 from tablesense.daemon.broker import mosquitto_binary
 
@@ -24,27 +24,6 @@ TABLESENSE = str(Path(sys.executable).with_name("tablesense"))
 
 pytestmark = [pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed"),
               pytest.mark.timeout(120)]
-
-
-def _children(pid: int) -> dict[int, str]:
-    """``{pid: command name}`` of the processes whose parent is ``pid``."""
-    out = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            text = stat.read_text()
-            name = text[text.index("(") + 1:text.rindex(")")]
-            ppid = int(text[text.rindex(")") + 2:].split()[1])
-            if ppid == pid:
-                out[int(stat.parent.name)] = name
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
@@ -62,8 +41,8 @@ def test_demo_stopped_by_a_signal_cleans_up(sig: signal.Signals, tmp_path: Path)
         m = re.search(r"broker 127\.0\.0\.1:(\d+), signage display on http://127\.0\.0\.1:(\d+)/", banner)
         assert m, banner + (proc.stderr.read() if proc.stderr and proc.poll() is not None else "")
         signage_port = int(m.group(2))
-        brokers = [p for p, name in _children(proc.pid).items() if name == "mosquitto"]
-        assert len(brokers) == 1, _children(proc.pid)
+        brokers = [p for p, name in children(proc.pid).items() if name == "mosquitto"]
+        assert len(brokers) == 1, children(proc.pid)
         broker_pid = brokers[0]
         (demo_dir,) = tmpdir.iterdir()
         assert demo_dir.name.startswith("tablesense-demo-")
@@ -76,7 +55,7 @@ def test_demo_stopped_by_a_signal_cleans_up(sig: signal.Signals, tmp_path: Path)
         err = proc.stderr.read() if proc.stderr else ""
         assert code == 128 + sig, (code, err[-2000:])
         assert "Traceback" not in err, err[-3000:]
-        assert not _alive(broker_pid), "the demo's broker outlived it"
+        assert not alive(broker_pid), "the demo's broker outlived it"
         assert list(tmpdir.iterdir()) == [], list(tmpdir.iterdir())
         with pytest.raises(OSError), socket.create_connection(("127.0.0.1", signage_port), timeout=1):
             pass
@@ -84,5 +63,5 @@ def test_demo_stopped_by_a_signal_cleans_up(sig: signal.Signals, tmp_path: Path)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        if broker_pid is not None and _alive(broker_pid):
+        if broker_pid is not None and alive(broker_pid):
             os.kill(broker_pid, signal.SIGKILL)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -13,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from proc_support import alive, children
 
 from tablesense.daemon.broker import mosquitto_binary
 from tablesense.daemon.commands.demo import sweep_stale_dirs
@@ -23,27 +23,6 @@ pytestmark = [pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto b
               pytest.mark.timeout(120)]
 
 
-def _children(pid: int) -> dict[int, str]:
-    """``{pid: command name}`` of the processes whose parent is ``pid``."""
-    out = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError):
-            text = stat.read_text()
-            name = text[text.index("(") + 1:text.rindex(")")]
-            ppid = int(text[text.rindex(")") + 2:].split()[1])
-            if ppid == pid:
-                out[int(stat.parent.name)] = name
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def _start_time(pid: int) -> str:
     """Field 22 of /proc/PID/stat: when the process started (clock ticks since boot)."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
@@ -52,7 +31,7 @@ def _start_time(pid: int) -> str:
 def _wait_dead(pid: int, bound: float = 5.0) -> bool:
     end = time.monotonic() + bound
     while time.monotonic() < end:
-        if not _alive(pid):
+        if not alive(pid):
             return True
         time.sleep(0.05)
     return False
@@ -80,8 +59,8 @@ def test_a_sigkilled_demo_leaves_no_broker_and_the_next_demo_sweeps_its_director
         assert proc.stdout is not None
         banner = proc.stdout.readline()
         assert re.search(r"broker 127\.0\.0\.1:\d+", banner), banner
-        brokers = [p for p, name in _children(proc.pid).items() if name == "mosquitto"]
-        assert len(brokers) == 1, _children(proc.pid)
+        brokers = [p for p, name in children(proc.pid).items() if name == "mosquitto"]
+        assert len(brokers) == 1, children(proc.pid)
         broker_pid = brokers[0]
         (demo_dir,) = [d for d in tmpdir.iterdir() if d not in (kept, unrelated)]
         proc.kill()  # SIGKILL: no clean-up runs
@@ -92,7 +71,7 @@ def test_a_sigkilled_demo_leaves_no_broker_and_the_next_demo_sweeps_its_director
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        if broker_pid is not None and _alive(broker_pid):
+        if broker_pid is not None and alive(broker_pid):
             os.kill(broker_pid, signal.SIGKILL)
     second = _start_demo(tmpdir, "--rounds", "1", "--keep")
     try:
@@ -119,7 +98,7 @@ def test_the_broker_dies_with_the_thread_that_started_it(tmp_path: Path) -> None
     try:
         assert owner.stdout is not None
         broker_pid = int(owner.stdout.readline())
-        assert _alive(broker_pid)
+        assert alive(broker_pid)
         owner.kill()
         owner.wait(10)
         assert _wait_dead(broker_pid), "the broker outlived its owner"
