@@ -10,6 +10,8 @@ Pacing: with ``pace=0`` the dealer waits, after each step, until the daemon has 
 last frame (``$AK``: the daemon acknowledges a frame only once its event is journaled), so the shoe and
 the pads (two independent serial links) never race each other: the bets are in before the first card,
 the last card before the round-end button. With ``pace > 0`` it also sleeps that many seconds per card.
+Pipelined (``pipeline=True``), it waits only where the two links' order matters and otherwise lets the
+devices keep up to 64 unacknowledged frames each, as the protocol allows (the throughput benchmark).
 
 :class:`TableScript` records what the dealer did in every round (cards to each position, wagers per
 spot), which the tests settle independently with ``tablesense settle`` to check the daemon.
@@ -127,14 +129,21 @@ class SimTable:
     ``links``: role (``shoe``, ``pads``) -> pty symlink path, instead of ``directory/<role>`` (used by
     ``tablesense simulate table``, which puts the devices where the table config's urls point).
     ``heartbeat``: seconds of quiet after which each device sends a heartbeat frame (``None``: none).
+    ``pipeline``: at pace 0, do not wait for each step's acknowledgement; the devices keep their
+    unacknowledged frames (at most 64 each, protocol §3) and the dealer waits only where the order of
+    the two links matters (before the first card, the bets must be acknowledged; before the chips are
+    cleared, the last card), as a dealer at a real table never outruns the sensors; :meth:`flush` waits
+    for the rest.
     """
 
     def __init__(self, config: TableConfig, directory: str | Path, *, seed: int = 1,
                  cards: Iterable[Card | str] | None = None, pace: float = 0.0,
                  ack_timeout: float | None = 30.0, cut_card_at: int | None = None, on_card: Any = None,
                  links: Mapping[str, str | Path] | None = None, on_wait: Any = None,
-                 betting: float = 0.0, heartbeat: float | None = 2.0) -> None:
+                 betting: float = 0.0, heartbeat: float | None = 2.0, pipeline: bool = False) -> None:
         self.config = config
+        self.pipeline = pipeline
+        self._unacked_last: dict[int, int] = {}
         self.betting = betting
         self.directory = Path(directory)
         self.rng = random.Random(seed)
@@ -195,22 +204,49 @@ class SimTable:
         if not frames:
             return
         last = (device.next_seq - 1) % 100_000
+        await self._write(runner, frames, last)
+        if not self.pipeline:
+            await self._wait_acked(runner, last)
+
+    async def _write(self, runner: SimulatorRunner, frames: bytes, last: int) -> None:
+        """Write ``frames`` (the last numbered ``last``) to ``runner``'s device. Pipelined, the other
+        device's frames sent so far must be acknowledged first (so the daemon takes the two links' frames
+        in the order the dealer made them: the bets before the first card, the last card before the
+        chips are cleared), and the device's window of unacknowledged frames must have room."""
+        if self.pipeline:
+            other = self.pads_runner if runner is self.shoe_runner else self.shoe_runner
+            other_last = self._unacked_last.pop(id(other), None)
+            if other_last is not None:
+                await self._wait_acked(other, other_last)
+            await runner.wait_room(frames.count(b"$"))
+            self._unacked_last[id(runner)] = last
         await runner.send(frames)
-        await self._wait_acked(runner, last)
+
+    async def flush(self) -> None:
+        """Wait until the daemon has acknowledged every frame sent (pipelined dealing; a no-op otherwise)."""
+        for runner in (self.shoe_runner, self.pads_runner):
+            last = self._unacked_last.pop(id(runner), None)
+            if last is not None:
+                await self._wait_acked(runner, last)
 
     async def _wait_acked(self, runner: SimulatorRunner, seq: int) -> None:
         """Wait until an acknowledgement covers frame ``seq`` (the devices resend meanwhile, so a daemon
-        that crashed and restarted gets it again). ``TimeoutError`` after :attr:`ack_timeout` seconds;
-        with ``ack_timeout=None`` it waits for ever, calling :attr:`on_wait` every 30 s."""
+        that crashed and restarted gets it again), woken by each acknowledgement the device reads.
+        ``TimeoutError`` after :attr:`ack_timeout` seconds; with ``ack_timeout=None`` it waits for ever,
+        calling :attr:`on_wait` every 30 s."""
         loop = asyncio.get_running_loop()
         start = loop.time()
-        warned = start
         async with asyncio.timeout(self.ack_timeout):
             while not runner.acked(seq):
-                await asyncio.sleep(0.0005 if loop.time() - start < 0.05 else 0.005)
-                if self.on_wait is not None and loop.time() - warned >= 30.0:
-                    warned = loop.time()
-                    self.on_wait(runner.device.device, seq, loop.time() - start)
+                runner.ack_arrived.clear()
+                if runner.acked(seq):
+                    break
+                try:
+                    async with asyncio.timeout(30.0):
+                        await runner.ack_arrived.wait()
+                except TimeoutError:
+                    if self.on_wait is not None:
+                        self.on_wait(runner.device.device, seq, loop.time() - start)
 
     async def shoe_frames(self, frames: bytes) -> None:
         """Send shoe frames and wait for the daemon's acknowledgement of the last."""
@@ -243,10 +279,11 @@ class SimTable:
             seq = (seq - 1) % 100_000  # the EMPTY frame follows the last card
         loop = asyncio.get_running_loop()
         last = (self.shoe.next_seq - 1) % 100_000
-        await self.shoe_runner.send(frames)
+        await self._write(self.shoe_runner, frames, last)
         if self.on_card is not None:
             self.on_card(seq, loop.time())
-        await self._wait_acked(self.shoe_runner, last)
+        if not self.pipeline:
+            await self._wait_acked(self.shoe_runner, last)
         rnd.cards.append((position, card))
         rnd.card_seqs.append(seq)
         if self.pace:

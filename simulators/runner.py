@@ -194,6 +194,8 @@ class SimulatorRunner:
         self._last_progress = 0.0
         self._room = asyncio.Event()
         self._room.set()
+        self.ack_arrived = asyncio.Event()
+        """Set whenever an acknowledgement arrives from the host (cleared by whoever waits on it)."""
         self._pending: list[bytes] = []
         self._resend_due = False
         self._quiet_since = 0.0
@@ -208,6 +210,23 @@ class SimulatorRunner:
         """The frame numbered ``seq`` was sent and an acknowledgement covers it (cumulative ``$AK``)."""
         self._take_acks()
         return all(s != seq for s, _ in self._unacked) and any(s == seq for s, _ in self._sent)
+
+    @property
+    def unacked(self) -> int:
+        """Frames sent that no acknowledgement covers yet (at most :attr:`max_unacked` before the device
+        pauses: protocol §3)."""
+        self._take_acks()
+        return len(self._unacked)
+
+    async def wait_room(self, frames: int) -> None:
+        """Wait until ``frames`` more frames fit in the device's window of unacknowledged frames
+        (:attr:`max_unacked`), as a device that keeps its frames for resending must before it sends
+        more; returns at once while the host has never acknowledged (nothing is kept for it)."""
+        while self._acking and self.unacked + frames > self.max_unacked and self.unacked:
+            self.ack_arrived.clear()
+            if self.unacked + frames <= self.max_unacked:
+                return
+            await self.ack_arrived.wait()
 
     async def power_cycle(self, session: str | None = None) -> None:
         """Restart the device (a power cut): a new session, numbering from 0, its unacknowledged frames
@@ -432,6 +451,7 @@ class SimulatorRunner:
             async with self._lock:
                 answer = self.device.answer(data)  # numbers the status answer's frames, if any
                 self._take_acks()
+                self.ack_arrived.set()
                 if answer:  # a status request: the host (re)connected; what it has not had first
                     await self._resend_unacked("status request")
                     await self._send_locked(answer)
