@@ -460,6 +460,13 @@ MAX_HANDED_ROWS = 4096
 """Most committed rows the relay keeps in memory to publish (:meth:`Relay.notify`); past it, it reads the
 outbox back from the journal."""
 
+MAX_DEFERRED_MARKS = 1024
+"""Most broker acknowledgements the relay keeps in memory while the journal is busy (an append or
+maintenance holds its lock) before it records them in a worker thread instead (:meth:`Relay._mark_rows`)."""
+
+DEFERRED_MARKS_RETRY = 0.005
+"""Seconds after which a relay with nothing else to do tries again to record deferred acknowledgements."""
+
 
 _PUBLISH = 0x30
 _DISCONNECT = 0xE0
@@ -731,6 +738,8 @@ class Relay:
         """``time.monotonic()`` of the last acknowledgement recorded (the mark timer waits from it)."""
         self._skipped: set[int] = set()
         """Row ids skipped as too large and not yet marked (:meth:`_mark_rows` counts them apart)."""
+        self._deferred_marks: list[OutboxRowLike] = []
+        """Rows the broker acknowledged, not yet recorded because the journal was busy (row order)."""
 
     # -- public API ---------------------------------------------------------------------------------
     def notify(self, rows: Sequence[OutboxRowLike] | None = None) -> None:
@@ -1255,22 +1264,32 @@ class Relay:
         """Record the broker's acknowledgement of ``row`` in the journal (see :meth:`_mark_rows`)."""
         await self._mark_rows([row])
 
-    async def _mark_rows(self, rows: Sequence[OutboxRowLike]) -> None:
-        """Record the broker's acknowledgements of ``rows`` (in row order) in the journal, in ONE worker
-        thread call (one thread hop for a burst of acknowledgements, not one per row; each row is still
-        its own ``mark_delivered``). A :class:`JournalError` (e.g. a full disk) is logged at critical once
-        per failing spell (``journal_mark_failed``; counted in ``mark_failures``) and otherwise ignored:
-        the row stays undelivered in the journal, so it is published again, with the same ``msg_id``,
-        after the next reconnect or restart (at-least-once; subscribers drop the duplicate). The first
-        mark that succeeds again logs ``journal_mark_recovered``. Any other exception is raised after the
-        rows marked before it are counted."""
+    async def _mark_rows(self, rows: Sequence[OutboxRowLike], *, defer: bool = True) -> None:
+        """Record the broker's acknowledgements of ``rows`` (in row order) in the journal: in memory on
+        the event loop when the journal's lock is free (:meth:`Journal.try_mark_delivered`), else kept
+        (``defer``, up to :data:`MAX_DEFERRED_MARKS` rows) and recorded with the next acknowledgements
+        or when the relay is idle, so that a busy journal never makes the relay wait for a worker
+        thread; otherwise in ONE worker thread call (one thread hop for a burst of acknowledgements, each
+        row still its own ``mark_delivered``). Deferred rows are not published again in this session; a
+        crash before they are recorded republishes them once, like any unsealed mark. A
+        :class:`JournalError` (e.g. a full disk) is logged at critical once per failing spell
+        (``journal_mark_failed``; counted in ``mark_failures``) and otherwise ignored: the row stays
+        undelivered in the journal, so it is published again, with the same ``msg_id``, after the next
+        reconnect or restart (at-least-once; subscribers drop the duplicate). The first mark that
+        succeeds again logs ``journal_mark_recovered``. Any other exception is raised after the rows
+        marked before it are counted."""
+        if rows:
+            skipped = self._skipped
+            if skipped:
+                metrics.published([r for r in rows if r.row_id not in skipped])
+            else:
+                metrics.published(rows)  # acknowledged by the broker: card-to-publish latency
+        if self._deferred_marks:
+            rows = [*self._deferred_marks, *rows]
+            self._deferred_marks = []
         if not rows:
             return
         skipped = self._skipped
-        if skipped:
-            metrics.published([r for r in rows if r.row_id not in skipped])
-        else:
-            metrics.published(rows)  # acknowledged by the broker: card-to-publish latency
         journal = self._journal
 
         def mark_all() -> tuple[list[JournalError | None], BaseException | None]:
@@ -1289,7 +1308,8 @@ class Relay:
         try_mark = getattr(journal, "try_mark_delivered", None)
         results: list[JournalError | None]
         unexpected: BaseException | None
-        if try_mark is not None and try_mark([r.row_id for r in rows]):
+        marked = try_mark([r.row_id for r in rows]) if try_mark is not None else False
+        if marked:
             # recorded in memory without a thread hop (the journal's lock was free); sealing them, every
             # MARK_BATCH rows or MARK_DELAY seconds, is SQLite work: a worker thread does it
             results, unexpected = [None for _ in rows], None
@@ -1298,6 +1318,10 @@ class Relay:
                     await asyncio.to_thread(journal.flush_marks)  # type: ignore[attr-defined]
                 except JournalError as exc:
                     results[-1] = exc  # logged and counted once below; the marks stay waiting
+        elif marked is None and defer and len(rows) <= MAX_DEFERRED_MARKS and not self._stopping.is_set():
+            self._deferred_marks = list(rows)  # the journal is busy: recorded with the next ones
+            self._arm_mark_timer()
+            return
         else:
             results, unexpected = await asyncio.to_thread(mark_all)
         for r, error in zip(rows, results, strict=False):
@@ -1340,6 +1364,8 @@ class Relay:
         while (wait := self._last_mark + SEAL_MARKS_AFTER - time.monotonic()) > 0:
             await asyncio.sleep(wait)  # still acknowledging: wait for the quiet (batches write themselves)
         try:
+            if self._deferred_marks:
+                await self._mark_rows((), defer=False)
             await asyncio.to_thread(flush)
         except JournalError as exc:
             self.mark_failures += 1
@@ -1363,10 +1389,16 @@ class Relay:
         after = 0
         retry_at = math.inf
         inflight: deque[tuple[OutboxRowLike, str, asyncio.Future[None]]] = deque()
+        if self._deferred_marks:  # acknowledged in the last session: recorded before reading the outbox
+            await self._mark_rows((), defer=False)
         self._reread = True  # a new session starts from the first undelivered row
+        waited: asyncio.Future[None] | None = None  # the in-flight head waited for, and since when
+        waited_since = 0.0
         try:
             while not self._stopping.is_set():
                 if time.monotonic() >= retry_at:
+                    if self._deferred_marks:  # recorded first: the outbox is read again from its start
+                        await self._mark_rows((), defer=False)
                     after, retry_at = 0, math.inf
                     self._reread = True
                 self._wakeup.clear()
@@ -1385,9 +1417,34 @@ class Relay:
                 if not rows:
                     if self._reread or self._handed:
                         continue
-                    timeout = None if retry_at == math.inf else max(0.0, retry_at - time.monotonic())
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
+                    if inflight and inflight[0][2].done():
+                        if not await self._settle_head(inflight) and retry_at == math.inf:
+                            retry_at = time.monotonic() + self._retry_rejected_after
+                        continue
+                    # nothing new: wait for new rows, the head's acknowledgement (publishing new rows
+                    # meanwhile, never waiting for a whole burst's acknowledgements first), the retry of
+                    # rejected rows or of acknowledgements deferred while the journal was busy
+                    now = time.monotonic()
+                    deadlines = [retry_at]
+                    if inflight:
+                        head = inflight[0][2]
+                        if head is not waited:
+                            waited, waited_since = head, now
+                            head.add_done_callback(self._wake)
+                        deadlines.append(waited_since + self.settings.publish_timeout)
+                    if self._deferred_marks:
+                        deadlines.append(now + DEFERRED_MARKS_RETRY)
+                    deadline = min(deadlines)
+                    if deadline > now:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._wakeup.wait(),
+                                                   timeout=None if deadline == math.inf else deadline - now)
+                    now = time.monotonic()
+                    if inflight and not inflight[0][2].done() and now >= waited_since + \
+                            self.settings.publish_timeout:
+                        await self._settle_head(inflight, timeout=0.0)  # raises: the session ends
+                    if self._deferred_marks and not self._wakeup.is_set():
+                        await self._mark_rows(())
                     continue
                 for i, row in enumerate(rows):
                     if self._stopping.is_set():
@@ -1409,22 +1466,29 @@ class Relay:
                     while inflight and (len(inflight) >= self._window or inflight[0][2].done()):
                         if not await self._settle_head(inflight) and retry_at == math.inf:
                             retry_at = time.monotonic() + self._retry_rejected_after
-                while inflight:
-                    if not await self._settle_head(inflight) and retry_at == math.inf:
-                        retry_at = time.monotonic() + self._retry_rejected_after
+            while inflight and not self._stopping.is_set():  # stopping: the last acknowledgements
+                if not await self._settle_head(inflight):
+                    break
         finally:
             for _, _, fut in inflight:
                 fut.cancel()
 
-    async def _settle_head(self, inflight: deque[tuple[OutboxRowLike, str, asyncio.Future[None]]]) -> bool:
-        """Await the oldest in-flight publish, then take it and every publish after it that is already
+    def _wake(self, _fut: asyncio.Future[None]) -> None:
+        """Done callback of the in-flight head the relay waits for: wake :meth:`_drain`."""
+        self._wakeup.set()
+
+    async def _settle_head(self, inflight: deque[tuple[OutboxRowLike, str, asyncio.Future[None]]], *,
+                           timeout: float | None = None) -> bool:
+        """Await the oldest in-flight publish (at most ``timeout`` seconds, default the settings'
+        ``publish_timeout``), then take it and every publish after it that is already
         acknowledged (in row order, up to the first still in flight) off ``inflight``; mark the
         acknowledged rows delivered together (:meth:`_mark_rows`), count and log negative
         acknowledgements. ``False`` when any was rejected. A timeout raises ``MqttError`` (the session
         ends)."""
         row, topic, fut = inflight[0]
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout=self.settings.publish_timeout)
+            await asyncio.wait_for(asyncio.shield(fut), timeout=self.settings.publish_timeout
+                                   if timeout is None else timeout)
         except TimeoutError:
             self._ack_timed_out(topic)
         except PublishRejected:

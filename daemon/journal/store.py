@@ -887,15 +887,16 @@ class Journal:
             if self._marks_due():
                 self.flush_marks()
 
-    def try_mark_delivered(self, row_ids: Sequence[int]) -> bool:
-        """:meth:`mark_delivered` for each of ``row_ids`` when that costs no wait: ``False`` (nothing done)
-        when the journal lock is held (an append or maintenance in a worker thread), a row was not
-        appended by this process, or the marks are due to be sealed (:meth:`mark_delivered_many` does
-        that, with its SQLite work). For the relay, from the event loop: its acknowledgements are
-        recorded without a worker-thread hop, and never by blocking the loop. Raises ``KeyError`` like
-        :meth:`mark_delivered`."""
+    def try_mark_delivered(self, row_ids: Sequence[int]) -> bool | None:
+        """:meth:`mark_delivered` for each of ``row_ids`` when that costs no wait: ``True`` when recorded
+        (in memory; :meth:`marks_due` tells when to seal them with :meth:`flush_marks`), ``None``
+        (nothing done) when the journal lock is held (an append or maintenance in a worker thread: try
+        again once it is released), ``False`` (nothing done) when a row was not appended by this process
+        (:meth:`mark_delivered_many` asks the file). For the relay, from the event loop: its
+        acknowledgements are recorded without a worker-thread hop, and never by blocking the loop.
+        Raises ``KeyError`` like :meth:`mark_delivered`."""
         if not self._lock.acquire(blocking=False):
-            return False
+            return None
         try:
             if any(r not in self._unacked and r not in self._marked for r in row_ids):
                 return False  # needs the file (or is acknowledged already): the thread path decides
