@@ -23,7 +23,7 @@ Measured, each against a floor measured in the same run on the same machine and 
 * **one fsync** of a 4 KiB write in the journal's directory (p50), the floor of a commit.
 
 Stage breakdown (outside in, same run): card written -> its ``AK`` seen by the shoe (read, decode, state
-machine, journal commit with its fsync; the shoe polls every 0.5 ms) -> first message at the subscriber
+machine, journal commit with its fsync) -> first message at the subscriber
 -> last deciding settlement; the daemon's own mean commit time from its metrics textfile.
 Start-up at 200,000 rounds is measured by ``benchmarks/bench_journal.py`` (building that journal takes
 minutes); see docs/journal.md.
@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import contextlib
 import json
 import os
 import statistics
@@ -127,32 +128,69 @@ def metric_mean(path: Path, name: str) -> float | None:
     return total / count if count else None
 
 
+class Subscriber:
+    """A QoS 1 subscriber to ``topic`` in a process of its own (as signage or the floor system is): it
+    stamps each message with CLOCK_MONOTONIC (``time.monotonic``, the clock ``loop.time()`` reads here)
+    as it arrives, so the figures do not depend on what this process (the dealer, the devices) is doing
+    at that moment. ``on_message(t, payload)`` is called here for each message, in arrival order."""
+
+    def __init__(self, broker: MosquittoBroker, topic: str, on_message: Any) -> None:
+        self.broker, self.topic, self.on_message = broker, topic, on_message
+
+    async def __aenter__(self) -> Subscriber:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--subscribe", self.broker.host, str(self.broker.port), self.topic,
+            stdout=asyncio.subprocess.PIPE, limit=1 << 24)
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 30)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"the subscriber process did not start: {line!r}")
+        self.task = asyncio.create_task(self._read())
+        return self
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            t, topic, payload = line.rstrip(b"\n").split(b" ", 2)
+            self.on_message(float(t), topic.decode(), payload)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        await self.proc.wait()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def subscribe_main(host: str, port: int, topic: str) -> None:
+    """The subscriber process (:class:`Subscriber`): one line per message, ``<monotonic> <topic> <payload>``
+    (payloads are single-line JSON or bench filler)."""
+    out = sys.stdout.buffer
+    async with aiomqtt.Client(host, port, protocol=V5, socket_options=NODELAY) as c:
+        await c.subscribe(topic, qos=1)
+        out.write(b"ready\n")
+        out.flush()
+        async for m in c.messages:
+            t = time.monotonic()
+            out.write(f"{t:.9f} {m.topic.value} ".encode() + bytes(m.payload) + b"\n")  # type: ignore[arg-type]
+            out.flush()
+
+
 class Bare:
-    """Bare QoS 1 traffic through the broker: one publisher, one subscriber, nothing else."""
+    """Bare QoS 1 traffic through the broker: one publisher, one subscriber (a process of its own, as
+    in the daemon's measurement), nothing else."""
 
     def __init__(self, broker: MosquittoBroker) -> None:
         self.broker = broker
         self.got: asyncio.Queue[float] = asyncio.Queue()
 
     async def __aenter__(self) -> Bare:
-        loop = asyncio.get_running_loop()
-        self.sub = aiomqtt.Client(self.broker.host, self.broker.port, protocol=V5, socket_options=NODELAY)
+        self.sub = Subscriber(self.broker, "bench/bare", lambda t, _topic, _p: self.got.put_nowait(t))
         await self.sub.__aenter__()
-        await self.sub.subscribe("bench/bare", qos=1)
-
-        async def listen() -> None:
-            async for _m in self.sub.messages:
-                self.got.put_nowait(loop.time())
-
-        self.task = asyncio.create_task(listen())
         self.pub = aiomqtt.Client(self.broker.host, self.broker.port, protocol=V5, socket_options=NODELAY)
         self.pub.pending_calls_threshold = 10_000  # a burst is deliberate
         await self.pub.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
         await self.pub.__aexit__(None, None, None)
         await self.sub.__aexit__(None, None, None)
 
@@ -168,7 +206,8 @@ class Bare:
         return (last - t0) * 1000
 
 
-async def main(settlements: int, seed: int, journal_dir: str | None) -> dict[str, Any]:
+async def main(settlements: int, seed: int, journal_dir: str | None,
+               pipeline_rounds: int = 600) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="tablesense-bench-"))
     journal = Path(tempfile.mkdtemp(prefix="tablesense-bench-journal-", dir=journal_dir))
     broker = MosquittoBroker(tmp / "broker", persistence=False, die_with_parent=True)
@@ -196,20 +235,15 @@ async def main(settlements: int, seed: int, journal_dir: str | None) -> dict[str
     await sim.start()
     arrivals: list[tuple[float, bytes]] = []
     n_settled = 0
-    ready = asyncio.Event()
 
-    async def subscriber() -> None:
+    def on_message(t: float, topic: str, payload: bytes) -> None:
         nonlocal n_settled
-        async with aiomqtt.Client(broker.host, broker.port, protocol=V5, socket_options=NODELAY) as c:
-            await c.subscribe(f"tablesense/{config.table}/#", qos=1)
-            ready.set()
-            async for m in c.messages:
-                arrivals.append((loop.time(), bytes(m.payload)))  # type: ignore[arg-type]
-                if m.topic.value.endswith("/settlements"):
-                    n_settled += 1
+        arrivals.append((t, payload))
+        if topic.endswith("/settlements"):
+            n_settled += 1
 
-    sub = asyncio.create_task(subscriber())
-    await ready.wait()
+    sub = Subscriber(broker, f"tablesense/{config.table}/#", on_message)
+    await sub.__aenter__()
     log = open(tmp / "daemon.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([TABLESENSE, "run", "--config", str(tmp / "t.toml"),
                              "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT,
@@ -241,6 +275,21 @@ async def main(settlements: int, seed: int, journal_dir: str | None) -> dict[str
         elapsed = time.monotonic() - t0
         cpu = cpu_seconds(proc.pid) - cpu0
         loop_cpu = cpu_seconds(proc.pid, proc.pid) - loop0  # the main thread: the event loop
+        last_arrival, latency_rounds = len(arrivals), len(sim.rounds)
+        # throughput: pipelined devices (a window of unacknowledged frames, protocol §3), the dealer
+        # waiting only where the two links' order matters; every settlement published before it ends
+        sim.pipeline = True
+        cpu1, loop1, t1 = cpu_seconds(proc.pid), cpu_seconds(proc.pid, proc.pid), time.monotonic()
+        while len(sim.rounds) - latency_rounds < pipeline_rounds:
+            await sim.play_round(bets)
+        await sim.flush()
+        want = sum(len(r.wagers) for r in sim.rounds)
+        async with asyncio.timeout(60):
+            while n_settled < want:
+                await asyncio.sleep(0.0005)
+        piped_elapsed = time.monotonic() - t1
+        piped_cpu = cpu_seconds(proc.pid) - cpu1
+        piped_loop_cpu = cpu_seconds(proc.pid, proc.pid) - loop1
         rss = rss_kib(proc.pid)
         if spy is not None:
             spy.send_signal(2)
@@ -252,13 +301,12 @@ async def main(settlements: int, seed: int, journal_dir: str | None) -> dict[str
     finally:
         if proc.poll() is None:
             proc.kill()
-        sub.cancel()
-        await asyncio.gather(sub, return_exceptions=True)
-    rounds = len(sim.rounds) - warm_rounds
+        await sub.__aexit__(None, None, None)
+    rounds = latency_rounds - warm_rounds
 
     # every message of the measured rounds by seq; the cards that decide settlements
     msgs: list[tuple[int, float, int, dict[str, Any]]] = []
-    for t, payload in arrivals[first_arrival:]:
+    for t, payload in arrivals[first_arrival:last_arrival]:
         body = json.loads(payload)
         if isinstance(body.get("seq"), int) and body["seq"] > 0:
             msgs.append((body["seq"], t, len(payload), body))
@@ -267,7 +315,7 @@ async def main(settlements: int, seed: int, journal_dir: str | None) -> dict[str
     for _s, _t, _n, body in msgs:
         if body.get("schema") == "tablesense.settlement":
             by_round.setdefault((int(body["shoe"]), int(body["round"])), len(by_round))
-    measured = sim.rounds[warm_rounds:]
+    measured = sim.rounds[warm_rounds:latency_rounds]
     # the round state showing a card (cards in draw order) is the last message of that card's input
     shown: dict[tuple[int, int, int], tuple[int, float]] = {}  # (shoe, round, cards shown) -> (seq, t)
     for seq, t, _n, body in msgs:
@@ -313,7 +361,11 @@ async def main(settlements: int, seed: int, journal_dir: str | None) -> dict[str
         "per_settlement": per_settlement, "bare_single": single, "bare_burst": burst_ms, "fsync": fsync,
         "cpu_per_round": cpu / rounds * 1000,
         "loop_cpu_per_round": loop_cpu / rounds * 1000, "rounds_per_s": rounds / elapsed, "help": helps,
-        "rss": rss, "commit_mean": commit_mean, "work": str(tmp), "journal": str(journal),
+        "rss": rss, "commit_mean": commit_mean, "piped_rounds": pipeline_rounds,
+        "piped_rounds_per_s": pipeline_rounds / piped_elapsed,
+        "piped_cpu_per_round": piped_cpu / pipeline_rounds * 1000,
+        "piped_loop_cpu_per_round": piped_loop_cpu / pipeline_rounds * 1000,
+        "work": str(tmp), "journal": str(journal),
     }
 
 
@@ -333,6 +385,8 @@ def report(r: dict[str, Any]) -> str:
          "one fsync p50", p50(r["fsync"]), ""),
         ("daemon CPU per round (ms)", r["cpu_per_round"], "goal", 5.0, "1x"),
         ("rounds/s at pace 0", r["rounds_per_s"], "goal", 200.0, "1x"),
+        ("daemon CPU per round, pipelined (ms)", r["piped_cpu_per_round"], "goal", 5.0, "1x"),
+        ("rounds/s at pace 0, pipelined", r["piped_rounds_per_s"], "goal", 200.0, "1x"),
         ("tablesense --help (ms)", r["help"] * 1000, "goal", 300.0, "1x"),
     ]
     out = [f"{r['rounds']} rounds, {r['settlements']} settlements, {r['cards']} deciding cards in "
@@ -350,7 +404,7 @@ def report(r: dict[str, Any]) -> str:
     card_ack = r["card_ack"]
     out.append(f"stages (p50, outside in): card -> its AK seen by the shoe "
                f"{p50(card_ack) if card_ack else float('nan'):.2f} ms (read, decode, state machine, commit, "
-               f"AK; the shoe polls every 0.5 ms); card -> first message {p50(r['card_first']):.2f} ms; "
+               f"AK); card -> first message {p50(r['card_first']):.2f} ms; "
                f"first message -> last deciding settlement {p50(r['card_last']) - p50(r['card_first']):.2f}"
                f" ms; the daemon's mean commit (its metrics) {(r['commit_mean'] or float('nan')) * 1000:.2f}"
                f" ms; per settlement p50 {p50(r['per_settlement']):.2f} "
@@ -358,6 +412,10 @@ def report(r: dict[str, Any]) -> str:
     out.append(f"daemon CPU per round {r['cpu_per_round']:.2f} ms: event loop thread "
                f"{r['loop_cpu_per_round']:.2f} ms (devices, state machine, MQTT), worker threads "
                f"{r['cpu_per_round'] - r['loop_cpu_per_round']:.2f} ms (journal commits, maintenance)")
+    out.append(f"pipelined ({r['piped_rounds']} rounds; the devices keep up to 64 unacknowledged frames, the "
+               f"dealer waits for the bets' AK before the first card and the last card's before clearing): "
+               f"event loop thread {r['piped_loop_cpu_per_round']:.2f} ms, worker threads "
+               f"{r['piped_cpu_per_round'] - r['piped_loop_cpu_per_round']:.2f} ms a round")
     out.append(f"daemon memory at the end {r['rss'][0] / 1024:.1f} MiB (peak {r['rss'][1] / 1024:.1f} MiB); "
                "start-up at 200,000 rounds: benchmarks/bench_journal.py")
     out.append(f"(work files in {r['work']}; journal in {r['journal']})")
@@ -368,11 +426,18 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--settlements", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--pipeline-rounds", type=int, default=600,
+                    help="rounds of the pipelined throughput phase (after the latency phase)")
     ap.add_argument("--journal-dir", default=None,
                     help="where the journal goes (default: the temp dir; /dev/shm shows the cost of fsync)")
     ap.add_argument("--json", action="store_true", help="also print the raw figures as JSON")
+    ap.add_argument("--subscribe", nargs=3, metavar=("HOST", "PORT", "TOPIC"), help=argparse.SUPPRESS)
     a = ap.parse_args()
-    result = asyncio.run(main(a.settlements, a.seed, a.journal_dir))
+    if a.subscribe:
+        with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
+            asyncio.run(subscribe_main(a.subscribe[0], int(a.subscribe[1]), a.subscribe[2]))
+        sys.exit(0)
+    result = asyncio.run(main(a.settlements, a.seed, a.journal_dir, a.pipeline_rounds))
     print(report(result))
     if a.json:
         print(json.dumps({k: v for k, v in result.items() if not isinstance(v, list)}))
