@@ -981,6 +981,11 @@ class Relay:
             pass
         except Exception as exc:
             self._task_failed(exc)
+        if self._deferred_marks:  # acknowledged while the journal was busy: recorded before it closes
+            try:
+                await self._mark_rows((), defer=False)
+            except Exception as exc:
+                self._task_failed(exc)
 
     @staticmethod
     def _task_failed(exc: BaseException) -> None:
@@ -1466,9 +1471,8 @@ class Relay:
                     while inflight and (len(inflight) >= self._window or inflight[0][2].done()):
                         if not await self._settle_head(inflight) and retry_at == math.inf:
                             retry_at = time.monotonic() + self._retry_rejected_after
-            while inflight and not self._stopping.is_set():  # stopping: the last acknowledgements
-                if not await self._settle_head(inflight):
-                    break
+            while inflight:  # stopping: the acknowledgements of what is in flight (stop() bounds the wait)
+                await self._settle_head(inflight)
         finally:
             for _, _, fut in inflight:
                 fut.cancel()

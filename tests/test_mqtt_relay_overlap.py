@@ -1,0 +1,191 @@
+"""The relay keeps publishing while earlier messages wait: for their PUBACKs (held back by a loopback
+proxy in front of a real Mosquitto the test owns) or for the journal's lock (held by another thread, as
+an append or maintenance holds it). Before, the relay waited for every acknowledgement of a burst, and
+recorded them in a worker thread that waited for the lock, before it published the next commit's rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import pytest
+from faults.harness import wait_until
+from journal_support import TABLE, Traffic
+from test_mqtt_relay import MemoryOutbox, status
+
+from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.journal import Journal
+from tablesense.daemon.mqtt import MqttSettings, Relay
+
+pytestmark = [pytest.mark.timeout(120),
+              pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")]
+
+
+class AckHoldProxy:
+    """Loopback TCP proxy relay <-> broker: everything the relay sends is forwarded at once; what the
+    broker sends back (PUBACKs) is buffered while :attr:`held` and forwarded, in order, once released."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.host, self.port = "127.0.0.1", 0
+        self.held = False
+        self._release = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: list[asyncio.StreamWriter] = []
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, self.host, 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+    def hold(self) -> None:
+        self.held = True
+        self._release.clear()
+
+    def release(self) -> None:
+        self.held = False
+        self._release.set()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection(*self.target)
+        self._writers += [writer, up_w]
+        for coro in (self._pump(reader, up_w, gated=False), self._pump(up_r, writer, gated=True)):
+            t = asyncio.create_task(coro)
+            self._tasks.add(t)
+            t.add_done_callback(self._tasks.discard)
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, gated: bool) -> None:
+        with contextlib.suppress(OSError, asyncio.CancelledError):
+            while data := await reader.read(65536):
+                while gated and self.held:
+                    await self._release.wait()
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def close(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+        for w in self._writers:
+            w.close()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> Any:
+    broker = MosquittoBroker(tmp_path / "broker")
+    broker.start()
+    proxy = AckHoldProxy(broker.host, broker.port)
+    await proxy.start()
+    yield broker, proxy
+    await proxy.close()
+    broker.stop()
+
+
+class Watcher:
+    """A subscriber straight to the broker (not through the proxy) collecting payloads of ``topic``."""
+
+    def __init__(self, broker: MosquittoBroker, topic: str) -> None:
+        self.broker, self.topic = broker, topic
+        self.got: list[bytes] = []
+        self._ready = asyncio.Event()
+
+    async def run(self) -> None:
+        async with aiomqtt.Client(self.broker.host, self.broker.port,
+                                  protocol=aiomqtt.ProtocolVersion.V5) as c:
+            await c.subscribe(self.topic, qos=1)
+            self._ready.set()
+            async for m in c.messages:
+                self.got.append(bytes(m.payload))  # type: ignore[arg-type]
+
+    async def start(self) -> asyncio.Task[None]:
+        task = asyncio.create_task(self.run())
+        await asyncio.wait_for(self._ready.wait(), 10)
+        return task
+
+
+async def test_new_rows_are_published_while_the_last_bursts_pubacks_are_held(world: Any) -> None:
+    broker, proxy = world
+    outbox = MemoryOutbox()
+    settings = MqttSettings(host=proxy.host, port=proxy.port, table="O1", client_id="tablesense-O1",
+                            prefix="ts", keepalive=60)
+    relay = Relay(settings, outbox, status)
+    watcher = Watcher(broker, "ts/O1/settlements")
+    watching = await watcher.start()
+    task = asyncio.create_task(relay.run())
+    try:
+        await wait_until(lambda: relay.connected, 20, "connected")
+        proxy.hold()  # from now on no PUBACK reaches the relay
+        first = [outbox.add("settlements", {"n": i}) for i in range(3)]
+        relay.notify(first)
+        await wait_until(lambda: len(watcher.got) == 3, 10, "the first burst at the subscriber")
+        second = [outbox.add("settlements", {"n": 10 + i}) for i in range(3)]
+        relay.notify(second)
+        # the first burst is still unacknowledged: the second goes out anyway, in row order
+        await wait_until(lambda: len(watcher.got) == 6, 10, "the second burst while the first waits")
+        assert not outbox.delivered, "nothing can be marked delivered while the PUBACKs are held"
+        assert [int(p.split(b'"n": ')[1].split(b"}")[0]) for p in watcher.got] == [0, 1, 2, 10, 11, 12]
+        proxy.release()
+        await wait_until(lambda: outbox.delivered == {r.row_id for r in first + second}, 10,
+                         "every row marked once its PUBACK arrives")
+        assert relay.delivered == 6 and relay.connects == 1
+    finally:
+        proxy.release()
+        await relay.stop(task)
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+
+
+async def test_a_busy_journal_lock_never_stops_the_relay_and_every_ack_is_recorded(
+        world: Any, tmp_path: Path) -> None:
+    broker, _ = world
+    journal = Journal(tmp_path / "journal", TABLE)
+    traffic = Traffic()
+    settings = MqttSettings(host=broker.host, port=broker.port, table=TABLE, client_id=f"tablesense-{TABLE}",
+                            prefix="ts", keepalive=60)
+    relay = Relay(settings, journal, status)
+    watcher = Watcher(broker, f"ts/{TABLE}/#")
+    watching = await watcher.start()
+    task = asyncio.create_task(relay.run())
+    holder_has_lock, let_go = threading.Event(), threading.Event()
+
+    def hold_the_lock() -> None:  # as an append or maintenance holds it in a worker thread
+        with journal._lock:
+            holder_has_lock.set()
+            let_go.wait(30)
+
+    holder = threading.Thread(target=hold_the_lock)
+    try:
+        await wait_until(lambda: relay.connected, 20, "connected")
+        steps = traffic.new_shoe() + traffic.baccarat_round()
+        rows = [journal.append(inp, emits) for inp, emits in steps]
+        first = [r for group in rows[:len(rows) // 2] for r in group]
+        later = [r for group in rows[len(rows) // 2:] for r in group]
+        holder.start()
+        await asyncio.to_thread(holder_has_lock.wait, 10)
+        relay.notify(first)
+        await wait_until(lambda: len(watcher.got) >= len(first), 10, "the first rows at the subscriber")
+        relay.notify(later)  # their acknowledgements cannot be recorded yet: the next rows go out anyway
+        total = len(first) + len(later)
+        await wait_until(lambda: len(watcher.got) >= total, 10, "the later rows while the lock is held")
+        assert holder.is_alive() and relay.delivered == 0
+        let_go.set()
+        holder.join(10)
+        await wait_until(lambda: relay.delivered == total, 10,
+                         "every acknowledgement recorded once the lock is free")
+        assert journal.pending(1000, 0) == [], "nothing awaiting delivery in the journal"
+    finally:
+        let_go.set()
+        if holder.is_alive():
+            holder.join(10)
+        await relay.stop(task)
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+        journal.close()
