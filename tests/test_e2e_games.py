@@ -144,6 +144,26 @@ async def test_full_8_deck_baccarat_shoe(broker: MosquittoBroker, tmp_path: Path
     assert set(alarms) <= {"CUT_CARD", "ADVANTAGE_PLAY"}, alarms
 
 
+async def test_pipelined_devices_at_pace_0_settle_every_round_as_dealt(broker: MosquittoBroker,
+                                                                       tmp_path: Path) -> None:
+    """The devices keep up to 64 unacknowledged frames (protocol §3) and the dealer waits only where the
+    two links' order matters: the daemon takes whole bursts in one group commit, and every round still
+    settles exactly as dealt, each frame journaled once."""
+    config, sim, daemon, rec = await start_table(broker, tmp_path, "baccarat", seed=21)
+    sim.pipeline = True
+    try:
+        for _ in range(30):
+            await sim.play_round()
+        await sim.flush()
+    finally:
+        await finish(sim, daemon, rec, len(sim.rounds))
+    assert sim.shoe_runner.unacked == 0 and sim.pads_runner.unacked == 0
+    assert check_settlements(config, sim, rec) > 30
+    assert check_barrier(config, sim, rec) > len(sim.rounds)
+    alarms = [a.body["code"] for a in rec.on("alarms")]
+    assert set(alarms) <= {"CUT_CARD", "ADVANTAGE_PLAY"}, alarms
+
+
 async def test_blackjack_shoe_with_5_boxes(broker: MosquittoBroker, tmp_path: Path) -> None:
     config, sim, daemon, rec = await start_table(broker, tmp_path, "blackjack", seed=5)
     boxes = [s for s, sc in config.spots.items() if sc.bet == "blackjack"]
