@@ -232,9 +232,19 @@ class StartupError(Exception):
     """tablesense cannot start (one-line reason: journal damaged or in use, bad credentials or TLS)."""
 
 
+_second: tuple[int, str] = (-1, "")
+"""The last whole second :func:`now_iso` formatted, and its text (most inputs share their second)."""
+
+
 def now_iso() -> str:
-    """The current UTC time as ISO 8601 with milliseconds and ``Z`` (the journal's input stamp)."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """The current UTC time as ISO 8601 with milliseconds and ``Z`` (the journal's input stamp), e.g.
+    ``2026-12-01T16:45:18.123Z``."""
+    global _second
+    sec, ms = divmod(time.time_ns() // 1_000_000, 1000)
+    cached = _second
+    if sec != cached[0]:
+        cached = _second = (sec, datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{cached[1]}.{ms:03d}Z"
 
 
 def mqtt_settings(config: TableConfig) -> MqttSettings:

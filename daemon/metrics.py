@@ -134,12 +134,26 @@ def bind(table: str) -> None:
     _table = table
 
 
+_children: dict[tuple[int, tuple[str, ...]], Any] = {}
+"""Labelled children already looked up (``labels()`` takes a lock and builds a key on every call)."""
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, looked up once per metric and label values (a few dozen in all: tables,
+    devices, input kinds, bets, outcomes, alarm codes)."""
+    key = (id(metric), labels)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*labels)
+    return child
+
+
 def timed(fn: Callable[P, R]) -> Callable[P, R]:
     """``fn`` (:meth:`Journal.append`) timed into ``tablesense_journal_commit_seconds`` when it returns."""
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         start = time.perf_counter()
         result = fn(*args, **kwargs)
-        COMMIT.labels(_table).observe(time.perf_counter() - start)
+        _child(COMMIT, _table).observe(time.perf_counter() - start)
         return result
     return wrapper
 
@@ -157,22 +171,22 @@ def journaled(inp: Any, emits: Iterable[Any], rows: Sequence[Any] | None) -> Non
     event = inp.event
     kind = type(event).__name__
     device = getattr(event, "device", None) or ("operator" if kind == "Command" else "table")
-    INPUTS.labels(_table, device, kind).inc()
+    _child(INPUTS, _table, device, kind).inc()
     for emit in emits:
         m = emit.message
         if isinstance(m, SettlementMessage):
-            SETTLEMENTS.labels(_table, m.bet, m.outcome).inc()
-            STAKED.labels(_table, m.bet).inc(m.stake)
-            NET.labels(_table, m.bet).inc(m.net)
+            _child(SETTLEMENTS, _table, m.bet, m.outcome).inc()
+            _child(STAKED, _table, m.bet).inc(m.stake)
+            _child(NET, _table, m.bet).inc(m.net)
             if m.commission:
-                COMMISSION.labels(_table).inc(m.commission)
+                _child(COMMISSION, _table).inc(m.commission)
         elif isinstance(m, AlarmMessage):
             if m.state == "raised":
-                ALARMS.labels(_table, m.code, m.severity).inc()
+                _child(ALARMS, _table, m.code, m.severity).inc()
         elif isinstance(m, RoundState):
             global _holds
             _holds = len(m.hold_codes) if m.held else 0
-            HOLDS.labels(_table).set(_holds)
+            _child(HOLDS, _table).set(_holds)
     if kind == "CardDrawn" and rows:
         at = _arrival(str(inp.ts))
         if at is not None:
@@ -188,7 +202,7 @@ def published(rows: Iterable[Any]) -> None:
     for r in rows:
         at = _arrivals.pop(str(r.msg_id), None)
         if at is not None:
-            CARD_TO_PUBLISH.labels(_table).observe(max(0.0, now - at))
+            _child(CARD_TO_PUBLISH, _table).observe(max(0.0, now - at))
 
 
 class _Snapshot(Collector):
