@@ -2,7 +2,9 @@
 """Latency, CPU and throughput of one table on the real path, each beside its floor (not a test).
 
 Simulated shoe and bet pads on pseudo-terminals -> ``tablesense run`` (a subprocess, as in production)
--> a private Mosquitto -> a subscriber in this process on every topic of the table. The dealer deals at
+-> a private Mosquitto -> a subscriber on every topic of the table, in a process of its own that stamps
+each arrival (CLOCK_MONOTONIC, the clock of this process's loop), as signage or the floor system would
+be; the bare floors use the same subscriber process. The dealer deals at
 pace 0: it waits for the daemon's acknowledgement of each step's last frame (the daemon acknowledges a
 frame only once it is journaled), so the round rate is what one table sustains journaled; the run ends
 when every settlement has reached the subscriber (published).
@@ -19,6 +21,10 @@ Measured, each against a floor measured in the same run on the same machine and 
   of 400 bytes, one at a time);
 * **daemon CPU per round** (user + system from /proc over the measured rounds), goal 5 ms;
 * **rounds per second** at pace 0, journaled and published, goal 200;
+* both again in a **pipelined** phase after the latency phase: the devices keep up to 64 unacknowledged
+  frames (protocol §3) and the dealer waits for an acknowledgement only where the two links' order
+  matters (the bets before the first card, the last card before the chips are cleared), so the daemon
+  takes whole bursts in one group commit, as it would from devices that do not wait;
 * **``tablesense --help``** wall time (median of 5), goal 0.3 s;
 * **one fsync** of a 4 KiB write in the journal's directory (p50), the floor of a commit.
 
