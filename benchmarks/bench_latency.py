@@ -57,6 +57,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # journal_support.RealTable: the journal floor's traffic
 
 import aiomqtt  # noqa: E402
 
@@ -108,6 +109,28 @@ def fsync_ms(directory: Path, n: int = 200) -> list[float]:
     finally:
         os.close(fd)
         path.unlink()
+    return out
+
+
+def card_append_ms(directory: Path, rounds: int = 40) -> list[float]:
+    """Times (ms) of journaling one card's input with what it emits (:meth:`Journal.append`, one fsync'd
+    transaction), for the cards of ``rounds`` realistic rounds of the bench's table (the tests'
+    ``RealTable``: the real machine's messages), in a journal in ``directory``."""
+    from journal_support import RealTable
+
+    from tablesense.daemon.journal import Journal
+    from tablesense.drivers.events import CardDrawn
+
+    table = RealTable(seed=11)
+    out: list[float] = []
+    with tempfile.TemporaryDirectory(dir=directory) as d, \
+            Journal(Path(d), table.config.table, key=os.urandom(32)) as journal:
+        for _ in range(rounds):
+            for inp, emits in table.round():
+                t0 = time.perf_counter()
+                journal.append(inp, emits)
+                if isinstance(inp.event, CardDrawn):
+                    out.append((time.perf_counter() - t0) * 1000)
     return out
 
 
@@ -360,11 +383,13 @@ async def main(settlements: int, seed: int, journal_dir: str | None,
     broker.stop()
     await sim.close()
     fsync = fsync_ms(journal)
+    appends = card_append_ms(journal)
     helps = help_seconds()
     return {
         "rounds": rounds, "settlements": len(per_settlement), "cards": len(card_last), "elapsed": elapsed,
         "card_last": card_last, "card_first": card_first, "card_ack": card_ack, "bursts": bursts,
         "per_settlement": per_settlement, "bare_single": single, "bare_burst": burst_ms, "fsync": fsync,
+        "card_append": appends,
         "cpu_per_round": cpu / rounds * 1000,
         "loop_cpu_per_round": loop_cpu / rounds * 1000, "rounds_per_s": rounds / elapsed, "help": helps,
         "rss": rss, "commit_mean": commit_mean, "piped_rounds": pipeline_rounds,
@@ -387,6 +412,8 @@ def report(r: dict[str, Any]) -> str:
          p99(r["bare_burst"]), "3x"),
         ("card -> first message, p50", p50(r["card_first"]), "bare RTT p50", p50(r["bare_single"]), "3x"),
         ("card -> first message, p99", p99(r["card_first"]), "bare RTT p99", p99(r["bare_single"]), "3x"),
+        ("card -> first message, p50", p50(r["card_first"]), "RTT+append p50",
+         p50(r["bare_single"]) + p50(r["card_append"]), ""),
         ("card -> AK (journaled), p50", p50(r["card_ack"]) if r["card_ack"] else float("nan"),
          "one fsync p50", p50(r["fsync"]), ""),
         ("daemon CPU per round (ms)", r["cpu_per_round"], "goal", 5.0, "1x"),
@@ -412,7 +439,9 @@ def report(r: dict[str, Any]) -> str:
                f"{p50(card_ack) if card_ack else float('nan'):.2f} ms (read, decode, state machine, commit, "
                f"AK); card -> first message {p50(r['card_first']):.2f} ms; "
                f"first message -> last deciding settlement {p50(r['card_last']) - p50(r['card_first']):.2f}"
-               f" ms; the daemon's mean commit (its metrics) {(r['commit_mean'] or float('nan')) * 1000:.2f}"
+               f" ms; one journal append of a card (same directory, no daemon) p50 "
+               f"{p50(r['card_append']):.2f} p99 {p99(r['card_append']):.2f} ms"
+               f"; the daemon's mean commit (its metrics) {(r['commit_mean'] or float('nan')) * 1000:.2f}"
                f" ms; per settlement p50 {p50(r['per_settlement']):.2f} "
                f"p99 {p99(r['per_settlement']):.2f} ms")
     out.append(f"daemon CPU per round {r['cpu_per_round']:.2f} ms: event loop thread "
