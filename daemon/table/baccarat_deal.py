@@ -16,7 +16,7 @@ from tablesense.daemon.rules.baccarat import (
 )
 from tablesense.daemon.rules.cards import Card
 from tablesense.daemon.rules.settlement import Bet, Settlement
-from tablesense.daemon.table.game import Face, GameRound, LockedWager, Outcome
+from tablesense.daemon.table.game import Face, GameRound, LockedWager, Outcome, memo
 
 __all__ = ["BaccaratRound"]
 
@@ -28,9 +28,11 @@ class BaccaratRound(GameRound):
 
     game = "baccarat"
 
+    @memo
     def _cards(self) -> list[Card]:
         return [s.card for s in self.slots if s.card is not None]
 
+    @memo
     def next_position(self) -> tuple[str, Face] | None:
         """§ 627a.8(c) and § 631a.11 via :func:`daemon.rules.baccarat.next_card_hand`."""
         hand = next_card_hand(self._cards())
@@ -39,6 +41,10 @@ class BaccaratRound(GameRound):
     @property
     def initial_deal_done(self) -> bool:
         """The round's last card is out (the round uses 4 to 6 cards)."""
+        return self._deal_done()
+
+    @memo
+    def _deal_done(self) -> bool:
         cards = self._cards()
         return len(cards) >= 4 and len(cards) == len(self.slots) and next_card_hand(cards) is None
 
@@ -50,6 +56,7 @@ class BaccaratRound(GameRound):
         """Baccarat ends by its cards; the button does not apply mid-deal."""
         return False
 
+    @memo
     def due(self) -> list[tuple[LockedWager, Settlement]]:
         """Two-card wagers from card 4; every other wager when the round is complete."""
         cards = self._cards()
@@ -67,6 +74,7 @@ class BaccaratRound(GameRound):
                            strict=True)
         return out
 
+    @memo
     def outcome(self, public: bool) -> Outcome:
         """The coup (every baccarat card is face up, so public and full results are the same)."""
         if not self.complete():

@@ -27,6 +27,11 @@ def public_cards(game: GameRound | None) -> tuple[PublicCard, ...]:
     """The round's public cards in draw order."""
     if game is None:
         return ()
+    cards: tuple[PublicCard, ...] = game.public_cards(_public_cards)
+    return cards
+
+
+def _public_cards(game: GameRound) -> tuple[PublicCard, ...]:
     return tuple(PublicCard(index=s.index, card=str(s.card), position=s.position)
                  for s in game.slots if is_public(s, game.revealed))
 

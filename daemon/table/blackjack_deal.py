@@ -18,7 +18,7 @@ from tablesense.daemon.messages import BoxResult
 from tablesense.daemon.rules.blackjack import settle_blackjack
 from tablesense.daemon.rules.pairs import classify_pair
 from tablesense.daemon.rules.settlement import Bet, Settlement
-from tablesense.daemon.table.game import DEALER, Face, GameRound, LockedWager, Outcome
+from tablesense.daemon.table.game import DEALER, Face, GameRound, LockedWager, Outcome, memo
 
 __all__ = ["PLAY", "BlackjackRound"]
 
@@ -59,6 +59,7 @@ class BlackjackRound(GameRound):
     def _first_two(self, box: str) -> list[Any]:
         return [s.card for s in self.slots[:len(self._sequence)] if s.position == box][:2]
 
+    @memo
     def due(self) -> list[tuple[LockedWager, Settlement]]:
         """Perfect Pairs: ineligible ones at once (returned), the others when their box has two cards."""
         out: list[tuple[LockedWager, Settlement]] = []
@@ -72,6 +73,7 @@ class BlackjackRound(GameRound):
             out.append((w, settlement))
         return out
 
+    @memo
     def outcome(self, public: bool) -> Outcome:
         """Boxes with their first two cards and pair result; the dealer's up card (and, in the floor
         record only, the hole card)."""

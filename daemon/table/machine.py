@@ -224,8 +224,11 @@ class TableMachine:
         self._unknown_spots: dict[str, bool] = {}
         self._emits: list[Emit] = []
         self._ts = ""
-        self._last_state: RoundState | None = None
+        self._last_key: tuple[Any, ...] | None = None
+        """What the round state last published was made of (:meth:`_state_key`)."""
         self._state: RoundState | None = None
+        self._state_ts = ""
+        """The time of the last input applied: :attr:`public_state`'s ``ts``."""
         self._hold_device: dict[str, str] = {}
         self._cmd: Command | None = None
         self._cmd_logged = False
@@ -395,8 +398,14 @@ class TableMachine:
 
     @property
     def public_state(self) -> RoundState:
-        """The public round state (as last published on the ``round`` channel)."""
-        return self._state if self._state is not None else self._round_state()
+        """The public round state (as last published on the ``round`` channel), stamped with the time of
+        the last input applied."""
+        state = self._state
+        if state is None:
+            return self._round_state()
+        if state.ts != self._state_ts:  # unchanged since it was published but for the time
+            state = self._state = msgspec.structs.replace(state, ts=self._state_ts)
+        return state
 
     @property
     def phase(self) -> Phase:
@@ -440,13 +449,26 @@ class TableMachine:
         self._ts = ts
 
     def _end(self) -> list[Emit]:
-        state = self._round_state()
-        self._state = state
-        if self._last_state is None or msgspec.structs.replace(state, ts="") != self._last_state:
-            self._last_state = msgspec.structs.replace(state, ts="")
+        """The input's emits, and the public round state after it when anything of it but the time
+        changed. What the state is made of is compared first (:meth:`_state_key`); the message is built
+        only when it differs (most inputs change none of it: a chip placed, a spot locked)."""
+        self._state_ts = self._ts
+        key = self._state_key()
+        if key != self._last_key:
+            self._last_key = key
+            state = self._state = self._round_state()
             self._emits.append(Emit(Channel.ROUND, state, retain=True, qos=1))
         out, self._emits = self._emits, []
         return out
+
+    def _state_key(self) -> tuple[Any, ...]:
+        """Every field of :meth:`_round_state` but ``ts`` (and the table and game, which never change),
+        or what they are computed from: equal keys, equal states but for the time."""
+        game, shoe, holds = self._game, self._shoe, self._holds
+        return (shoe.number, self._round_no, self._phase, public_cards(game),
+                tuple(sorted({c.value for c in holds.values()})) if holds else (), shoe.remaining,
+                shoe.composition.size, shoe.cut_card, shoe.last_round == self._round_no, self._record.void,
+                game is not None and game.revealed)
 
     def _emit(self, channel: Channel, message: Any, device: str | None = None, retain: bool = False) -> None:
         self._emits.append(Emit(channel, message, device=device, retain=retain, qos=1))
