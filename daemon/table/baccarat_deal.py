@@ -7,6 +7,10 @@ Player, Banker, Tie, Dragon Bonus, Dragon 7 and Panda 8 once the round is comple
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from tablesense.daemon.config import TableConfig
 from tablesense.daemon.messages import BaccaratOutcome
 from tablesense.daemon.rules.baccarat import (
     coup_from_cards,
@@ -27,6 +31,11 @@ class BaccaratRound(GameRound):
     """A baccarat or EZ Baccarat round."""
 
     game = "baccarat"
+
+    def __init__(self, config: TableConfig, rules: Any, wagers: Sequence[LockedWager]) -> None:
+        super().__init__(config, rules, wagers)
+        self._two_card: tuple[tuple[Card, ...], list[tuple[LockedWager, Settlement]]] | None = None
+        """The two-card wagers' settlements and the first four cards they were settled on."""
 
     @memo
     def _cards(self) -> list[Card]:
@@ -65,8 +74,12 @@ class BaccaratRound(GameRound):
             return out
         two = [w for w in self.settled_wagers() if w.bet in _TWO_CARD]
         if two:
-            out += zip(two, settle_two_card_wagers(cards[:4], [w.for_rules(False) for w in two], self.rules),
-                       strict=True)
+            first_four = tuple(cards[:4])
+            if self._two_card is None or self._two_card[0] != first_four:  # cards 5 and 6 change nothing
+                self._two_card = first_four, list(zip(
+                    two, settle_two_card_wagers(first_four, [w.for_rules(False) for w in two], self.rules),
+                    strict=True))
+            out += self._two_card[1]
         if self.complete():
             rest = [w for w in self.settled_wagers() if w.bet not in _TWO_CARD]
             if rest:

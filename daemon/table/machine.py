@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
@@ -128,6 +128,9 @@ _SHOE_EVENTS = (CardDrawn, CardUnreadable, ShoeStatus)
 docs/protocol.md §3)."""
 _PADS_EVENTS = (SpotChanged, DealerButton)
 """Events only the bet-sensor pads send (``SP``, ``BT``: docs/protocol.md §3)."""
+_DEVICE_EVENT_TYPES: frozenset[type] = frozenset(get_args(DeviceEvent))
+"""The classes of :data:`~drivers.events.DeviceEvent`: an input of one of them is a device frame."""
+_CARD_EVENTS = (CardDrawn, CardUnreadable)
 
 
 class InputRejected(Exception):
@@ -275,10 +278,18 @@ class TableMachine:
                 from the journal, then journal and apply the input as a
                 :class:`~daemon.table.inputs.RejectedInput` (docs/state-machine.md, "Rejected inputs").
         """
-        if isinstance(inp.event, Command):
+        ev = inp.event
+        if type(ev) in _DEVICE_EVENT_TYPES:  # most inputs: straight to them (the chain below is exact)
+            self._emits = []
+            self._ts = inp.ts
+            try:
+                self._on_device_event(ev)  # type: ignore[arg-type]
+            except Exception as exc:
+                raise InputRejected(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+            return self._end()
+        if isinstance(ev, Command):
             return self.handle_command(inp)[1]
         self._begin(inp.ts)
-        ev = inp.event
         try:
             if isinstance(ev, TableStart):
                 self._publish_info()
@@ -851,7 +862,7 @@ class TableMachine:
             last = None  # numbered afresh: no gap
         restarted = self._was_lost.pop(ev.device, False) and ev.seq <= 1 and self._phase not in _IN_PLAY
         gap = last is not None and ev.seq != (last + 1) % SEQ_MODULUS and not restarted  # 99999 -> 0: no gap
-        is_card = isinstance(ev, CardDrawn | CardUnreadable)
+        is_card = isinstance(ev, _CARD_EVENTS)
         if gap and not is_card:  # frames of the shoe may have been cards: its gap holds, between rounds too
             hold = self._role(ev.device) == "shoe"
             self._alarm(AlarmCode.SEQUENCE_GAP, f"device {ev.device}: sequence {last} then {ev.seq}",
