@@ -87,9 +87,13 @@ class BaccaratRound(GameRound):
                            strict=True)
         return out
 
-    @memo
     def outcome(self, public: bool) -> Outcome:
-        """The coup (every baccarat card is face up, so public and full results are the same)."""
+        """The coup (every baccarat card is face up, so public and full results are the same: one
+        object, made once)."""
+        return self._outcome()
+
+    @memo
+    def _outcome(self) -> Outcome:
         if not self.complete():
             return Outcome()
         c = coup_from_cards(self._cards())

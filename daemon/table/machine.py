@@ -49,8 +49,8 @@ from tablesense.daemon.rules.advantage import (
 )
 from tablesense.daemon.rules.cards import Card, InvalidCard
 from tablesense.daemon.rules.money import max_stake, wager_odds
+from tablesense.daemon.rules.settlement import Bet, Hand, Settlement, settle_as
 from tablesense.daemon.rules.settlement import Outcome as WagerOutcome
-from tablesense.daemon.rules.settlement import Settlement, settle_as
 from tablesense.daemon.scoreboard import Scoreboard
 from tablesense.daemon.signage.info import commission_info, table_info_message
 from tablesense.daemon.table.alarms import ALARMS, AlarmCode
@@ -131,6 +131,8 @@ _PADS_EVENTS = (SpotChanged, DealerButton)
 _DEVICE_EVENT_TYPES: frozenset[type] = frozenset(get_args(DeviceEvent))
 """The classes of :data:`~drivers.events.DeviceEvent`: an input of one of them is a device frame."""
 _CARD_EVENTS = (CardDrawn, CardUnreadable)
+_TERM: dict[StrEnum, str] = {m: m.value for kind in (Bet, Hand, WagerOutcome) for m in kind}
+"""A bet's, hand's or wager outcome's name (its ``value``, read from a dict: cheaper than the enum's)."""
 
 
 class InputRejected(Exception):
@@ -719,16 +721,17 @@ class TableMachine:
         self._settled[wager.spot] = True
         changed = wager.spot in self._changed
         odds = str(s.odds) if s.odds else None
-        hand = wager.hand.value if wager.hand else None
-        rule = self._commission if wager.bet.value == "banker" else None
+        hand = _TERM[wager.hand] if wager.hand else None
+        bet, outcome = _TERM[wager.bet], _TERM[s.outcome]
+        rule = self._commission if bet == "banker" else None
         self._record.settlements.append(SettlementRecord(
-            spot=wager.spot, seat=wager.seat, bet=wager.bet.value, hand=hand, stake=wager.stake,
-            outcome=s.outcome.value, category=s.category, odds=odds, net=s.net, commission=s.commission,
+            spot=wager.spot, seat=wager.seat, bet=bet, hand=hand, stake=wager.stake,
+            outcome=outcome, category=s.category, odds=odds, net=s.net, commission=s.commission,
             changed_after_lock=changed, ts=self._ts, commission_rule=rule))
         self._emit(Channel.SETTLEMENTS, SettlementMessage(
             table=self.config.table, ts=self._ts, shoe=self._shoe.number, round=self._round_no,
-            spot=wager.spot, seat=wager.seat, bet=wager.bet.value, hand=hand, stake=wager.stake,
-            outcome=s.outcome.value, category=s.category, odds=odds, net=s.net, commission=s.commission,
+            spot=wager.spot, seat=wager.seat, bet=bet, hand=hand, stake=wager.stake,
+            outcome=outcome, category=s.category, odds=odds, net=s.net, commission=s.commission,
             commission_rule=rule))
 
     def _advance(self) -> None:
