@@ -90,6 +90,7 @@ from tablesense.drivers.events import (
     ShoeStatus,
     ShoeStatusKind,
     SpotChanged,
+    SpotState,
 )
 from tablesense.drivers.protocols.tsref import SEQ_MODULUS
 
@@ -133,6 +134,7 @@ _DEVICE_EVENT_TYPES: frozenset[type] = frozenset(get_args(DeviceEvent))
 _CARD_EVENTS = (CardDrawn, CardUnreadable)
 _TERM: dict[StrEnum, str] = {m: m.value for kind in (Bet, Hand, WagerOutcome) for m in kind}
 """A bet's, hand's or wager outcome's name (its ``value``, read from a dict: cheaper than the enum's)."""
+_SPOT_STATE: dict[StrEnum, str] = {m: m.value for m in SpotState}
 
 
 class InputRejected(Exception):
@@ -264,6 +266,10 @@ class TableMachine:
         self._commission = (commission_info(self._rules.commission, config.currency, config.minor_unit)
                             if getattr(self._rules, "takes_commission", False) else None)
         self._void_reason: str | None = None
+        self._never_sends: dict[str, tuple[type, ...]] = {
+            name: _SHOE_EVENTS if conf.role == "pads" else _PADS_EVENTS if conf.role == "shoe" else ()
+            for name, conf in config.devices.items()}
+        """Per configured device, the events its role never sends (:meth:`_wrong_device` decides)."""
         self._start_shoe(shoe)
 
     # ------------------------------------------------------------------------------------ public API
@@ -809,7 +815,9 @@ class TableMachine:
             self._rescan_watch[device] = (self._round_no, last)
 
     def _remember(self, device: str, seq: int, content: object) -> None:
-        recent = self._recent.setdefault(device, OrderedDict())
+        recent = self._recent.get(device)
+        if recent is None:
+            recent = self._recent[device] = OrderedDict()
         recent.pop(seq, None)
         recent[seq] = content
         while len(recent) > RESEND_WINDOW:
@@ -857,27 +865,28 @@ class TableMachine:
         return True
 
     def _on_device_event(self, ev: DeviceEvent) -> None:
-        self._remember(ev.device, ev.seq, ev)
-        last = self._dev_seq.get(ev.device)
-        self._dev_seq[ev.device] = ev.seq
+        device, seq = ev.device, ev.seq
+        self._remember(device, seq, ev)
+        last = self._dev_seq.get(device)
+        self._dev_seq[device] = seq
         if isinstance(ev, DeviceIdentity) and self._restart(ev):
-            self._was_lost.pop(ev.device, None)
+            self._was_lost.pop(device, None)
             last = None  # numbered afresh: no gap
-        restarted = self._was_lost.pop(ev.device, False) and ev.seq <= 1 and self._phase not in _IN_PLAY
-        gap = last is not None and ev.seq != (last + 1) % SEQ_MODULUS and not restarted  # 99999 -> 0: no gap
-        is_card = isinstance(ev, _CARD_EVENTS)
-        if gap and not is_card:  # frames of the shoe may have been cards: its gap holds, between rounds too
-            hold = self._role(ev.device) == "shoe"
-            self._alarm(AlarmCode.SEQUENCE_GAP, f"device {ev.device}: sequence {last} then {ev.seq}",
-                        device=ev.device, hold=hold)
-        if self._wrong_device(ev):
+        restarted = self._was_lost.pop(device, False) and seq <= 1 and self._phase not in _IN_PLAY
+        gap = last is not None and seq != (last + 1) % SEQ_MODULUS and not restarted  # 99999 -> 0: no gap
+        if gap and not isinstance(ev, _CARD_EVENTS):  # frames of the shoe may have been cards: its gap
+            hold = self._role(device) == "shoe"      # holds, between rounds too
+            self._alarm(AlarmCode.SEQUENCE_GAP, f"device {device}: sequence {last} then {seq}",
+                        device=device, hold=hold)
+        never = self._never_sends.get(device)
+        if never is not None and isinstance(ev, never) and self._wrong_device(ev):
             return
-        if isinstance(ev, CardDrawn):
-            self._on_card(ev.card, ev.device, ev.seq, gap, last)
-        elif isinstance(ev, CardUnreadable):
-            self._on_card(None, ev.device, ev.seq, gap, last)
-        elif isinstance(ev, SpotChanged):
+        if isinstance(ev, SpotChanged):  # the branches are exclusive: the commonest first
             self._on_spot(ev)
+        elif isinstance(ev, CardDrawn):
+            self._on_card(ev.card, device, seq, gap, last)
+        elif isinstance(ev, CardUnreadable):
+            self._on_card(None, device, seq, gap, last)
         elif isinstance(ev, DealerButton):
             self._on_button(ev.button)
         elif isinstance(ev, ShoeStatus):
@@ -886,7 +895,7 @@ class TableMachine:
             self._alarm(AlarmCode.DEVICE_ERROR, f"device {ev.device} error {ev.code[:40]}: {ev.text[:160]}",
                         device=ev.device, subject=ev.code[:40])
         self._advance()
-        self._check_exhausted(ev.device)
+        self._check_exhausted(device)
 
     def _wrong_device(self, ev: DeviceEvent) -> bool:
         """True (WRONG_DEVICE raised, the round held, nothing of ``ev`` applied) when ``ev`` is an event
@@ -1026,12 +1035,13 @@ class TableMachine:
                         device=ev.device)
             return
         before, after = self._pads.update(ev)
-        locked = self._phase in _IN_PLAY
-        changed = locked and before.key != after.key
-        if self._phase is Phase.COMPLETE and before.key != after.key:
+        phase = self._phase
+        differs = before.key != after.key
+        changed = differs and phase in _IN_PLAY
+        if differs and phase is Phase.COMPLETE:
             self._cleared = True  # chips paid, collected or placed: the completed round was cleared
         self._keep(self._rec().spot_changes, SpotChangeRecord(
-            ts=self._ts, device=ev.device, device_seq=ev.seq, spot=ev.spot, state=ev.state.value,
+            ts=self._ts, device=ev.device, device_seq=ev.seq, spot=ev.spot, state=_SPOT_STATE[ev.state],
             amount=ev.amount, after_lock=changed))
         if changed:
             self._changed[ev.spot] = True
@@ -1041,7 +1051,7 @@ class TableMachine:
                     else f"changed from {_bet_text(before)} to {_bet_text(after)}")
             self._alarm(code, f"seat {conf.seat} spot {ev.spot} ({conf.bet}) {what} after the wagers were "
                         "locked; settled at the locked value", seat=conf.seat, spot=ev.spot, device=ev.device)
-        elif self._phase in (Phase.BETTING, Phase.BURN) and after.present and after.amount is not None:
+        elif (phase is Phase.BETTING or phase is Phase.BURN) and after.present and after.amount is not None:
             self._check_limits(ev.spot, after.amount)
 
     def _on_button(self, button: Button) -> None:
