@@ -482,11 +482,13 @@ class TableMachine:
 
     def _state_key(self) -> tuple[Any, ...]:
         """Every field of :meth:`_round_state` but ``ts`` (and the table and game, which never change),
-        or what they are computed from: equal keys, equal states but for the time."""
+        or what they are computed from: equal keys, equal states but for the time. (``held`` is
+        ``hold_codes`` not empty; ``penetration`` is ``cards_remaining`` over the shoe's size, the same
+        for every shoe of the table.)"""
         game, shoe, holds = self._game, self._shoe, self._holds
         return (shoe.number, self._round_no, self._phase, public_cards(game),
                 tuple(sorted({c.value for c in holds.values()})) if holds else (), shoe.remaining,
-                shoe.composition.size, shoe.cut_card, shoe.last_round == self._round_no, self._record.void,
+                shoe.cut_card, shoe.last_round == self._round_no, self._record.void,
                 game is not None and game.revealed)
 
     def _emit(self, channel: Channel, message: Any, device: str | None = None, retain: bool = False) -> None:
