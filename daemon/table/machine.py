@@ -49,15 +49,15 @@ from tablesense.daemon.rules.advantage import (
 )
 from tablesense.daemon.rules.cards import Card, InvalidCard
 from tablesense.daemon.rules.money import max_stake, wager_odds
-from tablesense.daemon.rules.settlement import Bet, Hand, Settlement, settle_as
 from tablesense.daemon.rules.settlement import Outcome as WagerOutcome
+from tablesense.daemon.rules.settlement import Settlement, settle_as
 from tablesense.daemon.scoreboard import Scoreboard
 from tablesense.daemon.signage.info import commission_info, table_info_message
 from tablesense.daemon.table.alarms import ALARMS, AlarmCode
 from tablesense.daemon.table.baccarat_deal import BaccaratRound
 from tablesense.daemon.table.barrier import public_cards, public_outcome
 from tablesense.daemon.table.blackjack_deal import BlackjackRound
-from tablesense.daemon.table.game import BURN, Face, GameRound, LockedWager, Outcome
+from tablesense.daemon.table.game import BURN, TERM, Face, GameRound, LockedWager, Outcome
 from tablesense.daemon.table.inputs import (
     COMMAND_NAMES,
     ROUND_BOUND_COMMANDS,
@@ -132,8 +132,6 @@ _PADS_EVENTS = (SpotChanged, DealerButton)
 _DEVICE_EVENT_TYPES: frozenset[type] = frozenset(get_args(DeviceEvent))
 """The classes of :data:`~drivers.events.DeviceEvent`: an input of one of them is a device frame."""
 _CARD_EVENTS = (CardDrawn, CardUnreadable)
-_TERM: dict[StrEnum, str] = {m: m.value for kind in (Bet, Hand, WagerOutcome) for m in kind}
-"""A bet's, hand's or wager outcome's name (its ``value``, read from a dict: cheaper than the enum's)."""
 _SPOT_STATE: dict[StrEnum, str] = {m: m.value for m in SpotState}
 
 
@@ -729,8 +727,8 @@ class TableMachine:
         self._settled[wager.spot] = True
         changed = wager.spot in self._changed
         odds = str(s.odds) if s.odds else None
-        hand = _TERM[wager.hand] if wager.hand else None
-        bet, outcome = _TERM[wager.bet], _TERM[s.outcome]
+        hand = TERM[wager.hand] if wager.hand else None
+        bet, outcome = TERM[wager.bet], TERM[s.outcome]
         rule = self._commission if bet == "banker" else None
         self._record.settlements.append(SettlementRecord(
             spot=wager.spot, seat=wager.seat, bet=bet, hand=hand, stake=wager.stake,
