@@ -43,6 +43,8 @@ class BlackjackRound(GameRound):
             seq.append((DEALER, Face.NEVER))
         self._sequence: tuple[tuple[str, Face], ...] = tuple(seq)
         self._main = [w.for_rules(True) for w in self.wagers if w.bet is Bet.BLACKJACK]
+        self._by_cards: dict[tuple[LockedWager, tuple[Any, ...] | None], Settlement] = {}
+        """Each wager's settlement by the first two cards of its box (``None``: not eligible)."""
 
     def next_position(self) -> tuple[str, Face] | None:
         """The initial deal in order; afterwards every card is a play card until the round ends."""
@@ -68,8 +70,12 @@ class BlackjackRound(GameRound):
             eligible = not self._main or w.seat in self.boxes
             if eligible and (len(cards) < 2 or None in cards):
                 continue
-            hands = {w.seat: cards} if eligible else {}
-            (settlement,) = settle_blackjack(hands, [*self._main, w.for_rules(True)], self.rules)
+            key = (w, tuple(cards) if eligible else None)
+            settlement = self._by_cards.get(key)
+            if settlement is None:  # a box's first two cards decide it: later cards change nothing
+                hands = {w.seat: cards} if eligible else {}
+                (settlement,) = settle_blackjack(hands, [*self._main, w.for_rules(True)], self.rules)
+                self._by_cards[key] = settlement
             out.append((w, settlement))
         return out
 
