@@ -36,7 +36,7 @@ def memo(method: Callable[..., _R]) -> Callable[..., _R]:
     name = method.__name__
 
     def kept(self: GameRound, *args: Any, **kwargs: Any) -> _R:
-        key = (name, *args, *kwargs.items()) if kwargs else (name, *args)
+        key = (name, *args, *kwargs.items()) if kwargs else (name, *args) if args else name
         try:
             return self._memo[key]  # type: ignore[no-any-return]
         except KeyError:
@@ -128,7 +128,7 @@ class GameRound(ABC):
         self.slots: list[Slot] = []
         self.revealed = False
         self.ended = False
-        self._memo: dict[tuple[Any, ...], Any] = {}
+        self._memo: dict[Any, Any] = {}
         """Answers of :func:`memo` methods since the last change of the slots or of the button."""
 
     # --- dealing ---------------------------------------------------------------------------------
