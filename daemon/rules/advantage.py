@@ -38,6 +38,8 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from functools import lru_cache
+from math import gcd
+from operator import itemgetter, mul
 from typing import Any, NamedTuple
 
 from tablesense.daemon.rules.baccarat import BaccaratRules, rule_house_money, rule_perfect_pairs
@@ -145,6 +147,19 @@ def _pair_index_groups() -> dict[PairKind, tuple[tuple[int, int], ...]]:
     return {k: tuple(v) for k, v in groups.items()}
 
 
+@lru_cache(maxsize=1)
+def _pair_index_columns() -> dict[PairKind, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+    """:func:`_pair_index_groups` by grade as ``(same, firsts, seconds)``: the indices i of the (i, i)
+    entries (weight n(i)·(n(i) - 1)), and the columns of the (i, j) entries with i != j (weight
+    n(i)·n(j)), so a weight is two sums over the counts (same figures, none of the per-entry tests)."""
+    out = {}
+    for kind, idx in _pair_index_groups().items():
+        same = tuple(i for i, j in idx if i == j)
+        other = [(i, j) for i, j in idx if i != j]
+        out[kind] = (same, tuple(i for i, _ in other), tuple(j for _, j in other))
+    return out
+
+
 def _counts(composition: ShoeComposition) -> list[int]:
     return [n for _, n in composition.counts()]
 
@@ -169,8 +184,9 @@ def pair_kind_weights(composition: ShoeComposition) -> dict[PairKind | None, int
     n = _counts(composition)
     out: dict[PairKind | None, int] = {}
     paired = 0
-    for kind, idx in _pair_index_groups().items():
-        w = sum(n[i] * (n[j] - (i == j)) for i, j in idx)
+    for kind, (same, firsts, seconds) in _pair_index_columns().items():
+        w = sum(map(mul, itemgetter(*firsts)(n), itemgetter(*seconds)(n))) if firsts else 0
+        w += sum(k * (k - 1) for k in itemgetter(*same)(n)) if same else 0
         out[kind] = w
         paired += w
     r = composition.remaining
@@ -187,7 +203,8 @@ def house_money_pair_weights(composition: ShoeComposition) -> dict[tuple[bool, b
     the weights sum to R(R-1)(R-2)(R-3). For a full shoe they aggregate
     :func:`daemon.rules.baccarat_analysis.house_money_weights` (decks).
     """
-    per_rank = [composition.count_rank(rank) for rank in Rank]
+    n = _counts(composition)  # card index = suit * 13 + rank - 1 (ShoeComposition.count_rank)
+    per_rank = [n[i] + n[i + 13] + n[i + 26] + n[i + 39] for i in range(13)]
     r = sum(per_rank)
     pairs = [k * (k - 1) for k in per_rank]
     s2 = sum(pairs)
@@ -219,7 +236,9 @@ def _net(outcome: Outcome, odds: Any) -> Fraction:
     return Fraction(-1) if outcome is Outcome.LOSE else Fraction(0)
 
 
+@lru_cache(maxsize=64)
 def _perfect_pairs_net(wager: PairWager) -> dict[PairKind | None, Fraction]:
+    """The net result per unit of each grade (the same for every round: kept per wager; read only)."""
     pt = wager.paytable
     assert isinstance(pt, PairPaytable)
     out: dict[PairKind | None, Fraction] = {}
@@ -233,7 +252,9 @@ def _perfect_pairs_net(wager: PairWager) -> dict[PairKind | None, Fraction]:
     return out
 
 
+@lru_cache(maxsize=64)
 def _house_money_net(paytable: HouseMoneyPaytable) -> dict[tuple[bool, bool], Fraction]:
+    """The net result per unit of each (Player paired, Banker paired) (kept per paytable; read only)."""
     pair, other = _REPR[PairKind.COLORED], _REPR[None]
     out = {}
     for p, b in ((True, True), (True, False), (False, True), (False, False)):
@@ -243,10 +264,18 @@ def _house_money_net(paytable: HouseMoneyPaytable) -> dict[tuple[bool, bool], Fr
 
 
 def _expected(weights: Mapping[Any, int], net: Mapping[Any, Fraction]) -> Fraction | None:
+    """Σ w·net / Σ w, exactly: over the common denominator of the nets, one integer sum and one
+    reduction (the same :class:`~fractions.Fraction` as summing the reduced terms one by one)."""
     total = sum(weights.values())
     if total <= 0:
         return None
-    return sum((Fraction(w, total) * net[k] for k, w in weights.items() if w), Fraction(0))
+    common = 1
+    for k, w in weights.items():
+        if w:
+            d = net[k].denominator
+            common = common * d // gcd(common, d)
+    numerator = sum(w * net[k].numerator * (common // net[k].denominator) for k, w in weights.items() if w)
+    return Fraction(numerator, total * common)
 
 
 # --------------------------------------------------------------------------------------------- report

@@ -546,17 +546,17 @@ def _check_wager(wager: Wager, rules: BaccaratRules) -> None:
     if not isinstance(wager, Wager):
         raise TypeError(f"expected a Wager, got {type(wager).__name__}")
     bet = wager.bet
-    where = f"spot {wager.spot}: {bet.value}"
     if not rules.offers(bet):
-        raise WagerNotOffered(f"{where} is not offered at {rules.variant.value}")
+        raise WagerNotOffered(f"spot {wager.spot}: {bet.value} is not offered at {rules.variant.value}")
     if bet in _HAND_BETS:
         if wager.hand is None:
-            raise WagerNotOffered(f"{where} needs a hand (player or banker)")
+            raise WagerNotOffered(f"spot {wager.spot}: {bet.value} needs a hand (player or banker)")
     elif bet in (Bet.PLAYER, Bet.BANKER):
         if wager.hand is not None and wager.hand.value != bet.value:
-            raise WagerNotOffered(f"{where} cannot name the {wager.hand.value} hand")
+            raise WagerNotOffered(f"spot {wager.spot}: {bet.value} cannot name the {wager.hand.value} hand")
     elif wager.hand is not None:
-        raise WagerNotOffered(f"{where} is not placed on a hand (got hand {wager.hand.value})")
+        raise WagerNotOffered(f"spot {wager.spot}: {bet.value} is not placed on a hand "
+                              f"(got hand {wager.hand.value})")
 
 
 def _take_from_shoe(cards: Sequence[Card], decks: int) -> None:

@@ -149,13 +149,15 @@ class Card:
         return f"{self.rank.label}{self.suit.symbol}"
 
     def __str__(self) -> str:
-        return f"{self.rank.label}{self.suit.value}"
+        return _CARD_TEXT[self.rank][self.suit]
 
     def __repr__(self) -> str:
         return f"Card({self})"
 
 
 _SUIT_ORDER = {s: i for i, s in enumerate(Suit)}
+_CARD_TEXT = {r: {s: f"{r.label}{s.value}" for s in Suit} for r in Rank}
+"""Each card's text (rank label, suit letter), made once: cards are printed in every message."""
 ALL_CARDS: tuple[Card, ...] = tuple(Card(r, s) for s in Suit for r in Rank)
 """The 52 distinct cards, in :attr:`Card.index` order."""
 

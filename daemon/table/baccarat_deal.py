@@ -7,6 +7,10 @@ Player, Banker, Tie, Dragon Bonus, Dragon 7 and Panda 8 once the round is comple
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from tablesense.daemon.config import TableConfig
 from tablesense.daemon.messages import BaccaratOutcome
 from tablesense.daemon.rules.baccarat import (
     coup_from_cards,
@@ -16,7 +20,7 @@ from tablesense.daemon.rules.baccarat import (
 )
 from tablesense.daemon.rules.cards import Card
 from tablesense.daemon.rules.settlement import Bet, Settlement
-from tablesense.daemon.table.game import Face, GameRound, LockedWager, Outcome
+from tablesense.daemon.table.game import Face, GameRound, LockedWager, Outcome, memo
 
 __all__ = ["BaccaratRound"]
 
@@ -28,9 +32,16 @@ class BaccaratRound(GameRound):
 
     game = "baccarat"
 
+    def __init__(self, config: TableConfig, rules: Any, wagers: Sequence[LockedWager]) -> None:
+        super().__init__(config, rules, wagers)
+        self._two_card: tuple[tuple[Card, ...], list[tuple[LockedWager, Settlement]]] | None = None
+        """The two-card wagers' settlements and the first four cards they were settled on."""
+
+    @memo
     def _cards(self) -> list[Card]:
         return [s.card for s in self.slots if s.card is not None]
 
+    @memo
     def next_position(self) -> tuple[str, Face] | None:
         """§ 627a.8(c) and § 631a.11 via :func:`daemon.rules.baccarat.next_card_hand`."""
         hand = next_card_hand(self._cards())
@@ -39,6 +50,10 @@ class BaccaratRound(GameRound):
     @property
     def initial_deal_done(self) -> bool:
         """The round's last card is out (the round uses 4 to 6 cards)."""
+        return self._deal_done()
+
+    @memo
+    def _deal_done(self) -> bool:
         cards = self._cards()
         return len(cards) >= 4 and len(cards) == len(self.slots) and next_card_hand(cards) is None
 
@@ -50,6 +65,7 @@ class BaccaratRound(GameRound):
         """Baccarat ends by its cards; the button does not apply mid-deal."""
         return False
 
+    @memo
     def due(self) -> list[tuple[LockedWager, Settlement]]:
         """Two-card wagers from card 4; every other wager when the round is complete."""
         cards = self._cards()
@@ -58,8 +74,12 @@ class BaccaratRound(GameRound):
             return out
         two = [w for w in self.settled_wagers() if w.bet in _TWO_CARD]
         if two:
-            out += zip(two, settle_two_card_wagers(cards[:4], [w.for_rules(False) for w in two], self.rules),
-                       strict=True)
+            first_four = tuple(cards[:4])
+            if self._two_card is None or self._two_card[0] != first_four:  # cards 5 and 6 change nothing
+                self._two_card = first_four, list(zip(
+                    two, settle_two_card_wagers(first_four, [w.for_rules(False) for w in two], self.rules),
+                    strict=True))
+            out += self._two_card[1]
         if self.complete():
             rest = [w for w in self.settled_wagers() if w.bet not in _TWO_CARD]
             if rest:
@@ -68,7 +88,12 @@ class BaccaratRound(GameRound):
         return out
 
     def outcome(self, public: bool) -> Outcome:
-        """The coup (every baccarat card is face up, so public and full results are the same)."""
+        """The coup (every baccarat card is face up, so public and full results are the same: one
+        object, made once)."""
+        return self._outcome()
+
+    @memo
+    def _outcome(self) -> Outcome:
         if not self.complete():
             return Outcome()
         c = coup_from_cards(self._cards())

@@ -8,8 +8,6 @@ the full record goes to ``floor/rounds`` only once the round is complete.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from tablesense.daemon.messages import PublicCard
 from tablesense.daemon.table.game import BURN, Face, GameRound, Outcome, Slot
 
@@ -27,6 +25,11 @@ def public_cards(game: GameRound | None) -> tuple[PublicCard, ...]:
     """The round's public cards in draw order."""
     if game is None:
         return ()
+    cards: tuple[PublicCard, ...] = game.public_cards(_public_cards)
+    return cards
+
+
+def _public_cards(game: GameRound) -> tuple[PublicCard, ...]:
     return tuple(PublicCard(index=s.index, card=str(s.card), position=s.position)
                  for s in game.slots if is_public(s, game.revealed))
 
@@ -37,15 +40,18 @@ def public_outcome(game: GameRound | None) -> Outcome:
     if game is None:
         return Outcome()
     out = game.outcome(public=True)
-    allowed = Counter(c.card for c in public_cards(game))
-    named: Counter[str] = Counter()
-    for box in out.boxes:
-        named.update(box.cards)
-    named.update(out.dealer)
-    named.update(out.board)
+    named = [c for box in out.boxes for c in box.cards]
+    named += out.dealer
+    named += out.board
     if out.baccarat is not None:
-        named.update(out.baccarat.player)
-        named.update(out.baccarat.banker)
-    if any(n > allowed[c] for c, n in named.items()):
-        return Outcome()
+        named += out.baccarat.player
+        named += out.baccarat.banker
+    allowed: dict[str, int] = {}
+    for p in public_cards(game):
+        allowed[p.card] = allowed.get(p.card, 0) + 1
+    for c in named:  # each card named uses up one public copy of it
+        left = allowed.get(c, 0)
+        if not left:
+            return Outcome()
+        allowed[c] = left - 1
     return out

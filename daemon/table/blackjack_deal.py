@@ -18,7 +18,7 @@ from tablesense.daemon.messages import BoxResult
 from tablesense.daemon.rules.blackjack import settle_blackjack
 from tablesense.daemon.rules.pairs import classify_pair
 from tablesense.daemon.rules.settlement import Bet, Settlement
-from tablesense.daemon.table.game import DEALER, Face, GameRound, LockedWager, Outcome
+from tablesense.daemon.table.game import DEALER, Face, GameRound, LockedWager, Outcome, memo
 
 __all__ = ["PLAY", "BlackjackRound"]
 
@@ -43,6 +43,8 @@ class BlackjackRound(GameRound):
             seq.append((DEALER, Face.NEVER))
         self._sequence: tuple[tuple[str, Face], ...] = tuple(seq)
         self._main = [w.for_rules(True) for w in self.wagers if w.bet is Bet.BLACKJACK]
+        self._by_cards: dict[tuple[LockedWager, tuple[Any, ...] | None], Settlement] = {}
+        """Each wager's settlement by the first two cards of its box (``None``: not eligible)."""
 
     def next_position(self) -> tuple[str, Face] | None:
         """The initial deal in order; afterwards every card is a play card until the round ends."""
@@ -59,6 +61,7 @@ class BlackjackRound(GameRound):
     def _first_two(self, box: str) -> list[Any]:
         return [s.card for s in self.slots[:len(self._sequence)] if s.position == box][:2]
 
+    @memo
     def due(self) -> list[tuple[LockedWager, Settlement]]:
         """Perfect Pairs: ineligible ones at once (returned), the others when their box has two cards."""
         out: list[tuple[LockedWager, Settlement]] = []
@@ -67,11 +70,16 @@ class BlackjackRound(GameRound):
             eligible = not self._main or w.seat in self.boxes
             if eligible and (len(cards) < 2 or None in cards):
                 continue
-            hands = {w.seat: cards} if eligible else {}
-            (settlement,) = settle_blackjack(hands, [*self._main, w.for_rules(True)], self.rules)
+            key = (w, tuple(cards) if eligible else None)
+            settlement = self._by_cards.get(key)
+            if settlement is None:  # a box's first two cards decide it: later cards change nothing
+                hands = {w.seat: cards} if eligible else {}
+                (settlement,) = settle_blackjack(hands, [*self._main, w.for_rules(True)], self.rules)
+                self._by_cards[key] = settlement
             out.append((w, settlement))
         return out
 
+    @memo
     def outcome(self, public: bool) -> Outcome:
         """Boxes with their first two cards and pair result; the dealer's up card (and, in the floor
         record only, the hole card)."""

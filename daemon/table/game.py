@@ -9,17 +9,42 @@ holds, alarms, the shoe inventory and the information barrier.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from tablesense.daemon.config import TableConfig
 from tablesense.daemon.messages import BaccaratOutcome, BoxResult, WagerRecord
 from tablesense.daemon.rules.cards import Card
 from tablesense.daemon.rules.settlement import Bet, Hand, Settlement, Wager
+from tablesense.daemon.rules.settlement import Outcome as WagerOutcome
 
-__all__ = ["BURN", "DEALER", "UNSETTLED_BETS", "Face", "GameRound", "LockedWager", "Outcome", "Slot"]
+__all__ = ["BURN", "DEALER", "TERM", "UNSETTLED_BETS", "Face", "GameRound", "LockedWager", "Outcome", "Slot",
+           "memo"]
+
+_R = TypeVar("_R")
+TERM: dict[StrEnum, str] = {m: m.value for kind in (Bet, Hand, WagerOutcome) for m in kind}
+"""A bet's, hand's or wager outcome's name (its ``value``, read from a dict: cheaper than the enum's)."""
+
+
+def memo(method: Callable[..., _R]) -> Callable[..., _R]:
+    """Keep what a :class:`GameRound` method returns until the round's cards change: a round's position,
+    completeness, settlements and outcome are functions of its slots and of the round-end button alone,
+    and :meth:`GameRound.place`, :meth:`GameRound.fill` and :meth:`GameRound.on_round_end` (the only
+    ways either changes) forget every kept answer. The machine asks them several times per input."""
+    name = method.__name__
+
+    def kept(self: GameRound, *args: Any, **kwargs: Any) -> _R:
+        key = (name, *args, *kwargs.items()) if kwargs else (name, *args) if args else name
+        try:
+            return self._memo[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._memo[key] = method(self, *args, **kwargs)
+            return value
+
+    kept.__name__, kept.__qualname__, kept.__doc__ = name, method.__qualname__, method.__doc__
+    return kept
 
 DEALER = "dealer"
 """Position name of the dealer's cards (blackjack, UTH)."""
@@ -70,8 +95,8 @@ class LockedWager:
 
     def record(self) -> WagerRecord:
         """The floor-record form."""
-        return WagerRecord(spot=self.spot, seat=self.seat, bet=self.bet.value,
-                           hand=self.hand.value if self.hand else None, stake=self.stake,
+        return WagerRecord(spot=self.spot, seat=self.seat, bet=TERM[self.bet],
+                           hand=TERM[self.hand] if self.hand else None, stake=self.stake,
                            presence_only=self.presence_only)
 
 
@@ -103,6 +128,8 @@ class GameRound(ABC):
         self.slots: list[Slot] = []
         self.revealed = False
         self.ended = False
+        self._memo: dict[Any, Any] = {}
+        """Answers of :func:`memo` methods since the last change of the slots or of the button."""
 
     # --- dealing ---------------------------------------------------------------------------------
 
@@ -128,8 +155,10 @@ class GameRound(ABC):
             raise ValueError("the rules call for no card")
         slot = Slot(index, where[0], where[1], card)
         self.slots.append(slot)
+        self._memo.clear()
         return slot
 
+    @memo
     def unresolved(self) -> Slot | None:
         """The first unreadable card not yet entered (burn slots never count)."""
         for s in self.slots:
@@ -147,6 +176,7 @@ class GameRound(ABC):
         if slot is None:
             raise ValueError("no unreadable card is waiting")
         slot.card = card
+        self._memo.clear()
         return slot
 
     def cards_at(self, position: str) -> list[Card]:
@@ -170,8 +200,16 @@ class GameRound(ABC):
             return False
         self.revealed = True
         self.ended = True
+        self._memo.clear()
         return True
 
+    @memo
+    def public_cards(self, build: Callable[[GameRound], _R]) -> _R:
+        """What ``build(self)`` returns (:func:`daemon.table.barrier.public_cards`: the information
+        barrier builds the public cards, the round keeps them until its cards change)."""
+        return build(self)
+
+    @memo
     def settled_wagers(self) -> tuple[LockedWager, ...]:
         """The wagers tablesense settles (not the eligibility-only blackjack and ante wagers)."""
         return tuple(w for w in self.wagers if w.bet not in UNSETTLED_BETS)

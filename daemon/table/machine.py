@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
@@ -57,7 +57,7 @@ from tablesense.daemon.table.alarms import ALARMS, AlarmCode
 from tablesense.daemon.table.baccarat_deal import BaccaratRound
 from tablesense.daemon.table.barrier import public_cards, public_outcome
 from tablesense.daemon.table.blackjack_deal import BlackjackRound
-from tablesense.daemon.table.game import BURN, Face, GameRound, LockedWager, Outcome
+from tablesense.daemon.table.game import BURN, TERM, Face, GameRound, LockedWager, Outcome
 from tablesense.daemon.table.inputs import (
     COMMAND_NAMES,
     ROUND_BOUND_COMMANDS,
@@ -90,6 +90,7 @@ from tablesense.drivers.events import (
     ShoeStatus,
     ShoeStatusKind,
     SpotChanged,
+    SpotState,
 )
 from tablesense.drivers.protocols.tsref import SEQ_MODULUS
 
@@ -128,6 +129,10 @@ _SHOE_EVENTS = (CardDrawn, CardUnreadable, ShoeStatus)
 docs/protocol.md §3)."""
 _PADS_EVENTS = (SpotChanged, DealerButton)
 """Events only the bet-sensor pads send (``SP``, ``BT``: docs/protocol.md §3)."""
+_DEVICE_EVENT_TYPES: frozenset[type] = frozenset(get_args(DeviceEvent))
+"""The classes of :data:`~drivers.events.DeviceEvent`: an input of one of them is a device frame."""
+_CARD_EVENTS = (CardDrawn, CardUnreadable)
+_SPOT_STATE: dict[StrEnum, str] = {m: m.value for m in SpotState}
 
 
 class InputRejected(Exception):
@@ -224,8 +229,11 @@ class TableMachine:
         self._unknown_spots: dict[str, bool] = {}
         self._emits: list[Emit] = []
         self._ts = ""
-        self._last_state: RoundState | None = None
+        self._last_key: tuple[Any, ...] | None = None
+        """What the round state last published was made of (:meth:`_state_key`)."""
         self._state: RoundState | None = None
+        self._state_ts = ""
+        """The time of the last input applied: :attr:`public_state`'s ``ts``."""
         self._hold_device: dict[str, str] = {}
         self._cmd: Command | None = None
         self._cmd_logged = False
@@ -256,6 +264,10 @@ class TableMachine:
         self._commission = (commission_info(self._rules.commission, config.currency, config.minor_unit)
                             if getattr(self._rules, "takes_commission", False) else None)
         self._void_reason: str | None = None
+        self._never_sends: dict[str, tuple[type, ...]] = {
+            name: _SHOE_EVENTS if conf.role == "pads" else _PADS_EVENTS if conf.role == "shoe" else ()
+            for name, conf in config.devices.items()}
+        """Per configured device, the events its role never sends (:meth:`_wrong_device` decides)."""
         self._start_shoe(shoe)
 
     # ------------------------------------------------------------------------------------ public API
@@ -272,10 +284,18 @@ class TableMachine:
                 from the journal, then journal and apply the input as a
                 :class:`~daemon.table.inputs.RejectedInput` (docs/state-machine.md, "Rejected inputs").
         """
-        if isinstance(inp.event, Command):
+        ev = inp.event
+        if type(ev) in _DEVICE_EVENT_TYPES:  # most inputs: straight to them (the chain below is exact)
+            self._emits = []
+            self._ts = inp.ts
+            try:
+                self._on_device_event(ev)  # type: ignore[arg-type]
+            except Exception as exc:
+                raise InputRejected(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+            return self._end()
+        if isinstance(ev, Command):
             return self.handle_command(inp)[1]
         self._begin(inp.ts)
-        ev = inp.event
         try:
             if isinstance(ev, TableStart):
                 self._publish_info()
@@ -395,8 +415,14 @@ class TableMachine:
 
     @property
     def public_state(self) -> RoundState:
-        """The public round state (as last published on the ``round`` channel)."""
-        return self._state if self._state is not None else self._round_state()
+        """The public round state (as last published on the ``round`` channel), stamped with the time of
+        the last input applied."""
+        state = self._state
+        if state is None:
+            return self._round_state()
+        if state.ts != self._state_ts:  # unchanged since it was published but for the time
+            state = self._state = msgspec.structs.replace(state, ts=self._state_ts)
+        return state
 
     @property
     def phase(self) -> Phase:
@@ -440,13 +466,28 @@ class TableMachine:
         self._ts = ts
 
     def _end(self) -> list[Emit]:
-        state = self._round_state()
-        self._state = state
-        if self._last_state is None or msgspec.structs.replace(state, ts="") != self._last_state:
-            self._last_state = msgspec.structs.replace(state, ts="")
+        """The input's emits, and the public round state after it when anything of it but the time
+        changed. What the state is made of is compared first (:meth:`_state_key`); the message is built
+        only when it differs (most inputs change none of it: a chip placed, a spot locked)."""
+        self._state_ts = self._ts
+        key = self._state_key()
+        if key != self._last_key:
+            self._last_key = key
+            state = self._state = self._round_state()
             self._emits.append(Emit(Channel.ROUND, state, retain=True, qos=1))
         out, self._emits = self._emits, []
         return out
+
+    def _state_key(self) -> tuple[Any, ...]:
+        """Every field of :meth:`_round_state` but ``ts`` (and the table and game, which never change),
+        or what they are computed from: equal keys, equal states but for the time. (``held`` is
+        ``hold_codes`` not empty; ``penetration`` is ``cards_remaining`` over the shoe's size, the same
+        for every shoe of the table.)"""
+        game, shoe, holds = self._game, self._shoe, self._holds
+        return (shoe.number, self._round_no, self._phase, public_cards(game),
+                tuple(sorted({c.value for c in holds.values()})) if holds else (), shoe.remaining,
+                shoe.cut_card, shoe.last_round == self._round_no, self._record.void,
+                game is not None and game.revealed)
 
     def _emit(self, channel: Channel, message: Any, device: str | None = None, retain: bool = False) -> None:
         self._emits.append(Emit(channel, message, device=device, retain=retain, qos=1))
@@ -686,16 +727,17 @@ class TableMachine:
         self._settled[wager.spot] = True
         changed = wager.spot in self._changed
         odds = str(s.odds) if s.odds else None
-        hand = wager.hand.value if wager.hand else None
-        rule = self._commission if wager.bet.value == "banker" else None
+        hand = TERM[wager.hand] if wager.hand else None
+        bet, outcome = TERM[wager.bet], TERM[s.outcome]
+        rule = self._commission if bet == "banker" else None
         self._record.settlements.append(SettlementRecord(
-            spot=wager.spot, seat=wager.seat, bet=wager.bet.value, hand=hand, stake=wager.stake,
-            outcome=s.outcome.value, category=s.category, odds=odds, net=s.net, commission=s.commission,
+            spot=wager.spot, seat=wager.seat, bet=bet, hand=hand, stake=wager.stake,
+            outcome=outcome, category=s.category, odds=odds, net=s.net, commission=s.commission,
             changed_after_lock=changed, ts=self._ts, commission_rule=rule))
         self._emit(Channel.SETTLEMENTS, SettlementMessage(
             table=self.config.table, ts=self._ts, shoe=self._shoe.number, round=self._round_no,
-            spot=wager.spot, seat=wager.seat, bet=wager.bet.value, hand=hand, stake=wager.stake,
-            outcome=s.outcome.value, category=s.category, odds=odds, net=s.net, commission=s.commission,
+            spot=wager.spot, seat=wager.seat, bet=bet, hand=hand, stake=wager.stake,
+            outcome=outcome, category=s.category, odds=odds, net=s.net, commission=s.commission,
             commission_rule=rule))
 
     def _advance(self) -> None:
@@ -773,7 +815,9 @@ class TableMachine:
             self._rescan_watch[device] = (self._round_no, last)
 
     def _remember(self, device: str, seq: int, content: object) -> None:
-        recent = self._recent.setdefault(device, OrderedDict())
+        recent = self._recent.get(device)
+        if recent is None:
+            recent = self._recent[device] = OrderedDict()
         recent.pop(seq, None)
         recent[seq] = content
         while len(recent) > RESEND_WINDOW:
@@ -821,27 +865,28 @@ class TableMachine:
         return True
 
     def _on_device_event(self, ev: DeviceEvent) -> None:
-        self._remember(ev.device, ev.seq, ev)
-        last = self._dev_seq.get(ev.device)
-        self._dev_seq[ev.device] = ev.seq
+        device, seq = ev.device, ev.seq
+        self._remember(device, seq, ev)
+        last = self._dev_seq.get(device)
+        self._dev_seq[device] = seq
         if isinstance(ev, DeviceIdentity) and self._restart(ev):
-            self._was_lost.pop(ev.device, None)
+            self._was_lost.pop(device, None)
             last = None  # numbered afresh: no gap
-        restarted = self._was_lost.pop(ev.device, False) and ev.seq <= 1 and self._phase not in _IN_PLAY
-        gap = last is not None and ev.seq != (last + 1) % SEQ_MODULUS and not restarted  # 99999 -> 0: no gap
-        is_card = isinstance(ev, CardDrawn | CardUnreadable)
-        if gap and not is_card:  # frames of the shoe may have been cards: its gap holds, between rounds too
-            hold = self._role(ev.device) == "shoe"
-            self._alarm(AlarmCode.SEQUENCE_GAP, f"device {ev.device}: sequence {last} then {ev.seq}",
-                        device=ev.device, hold=hold)
-        if self._wrong_device(ev):
+        restarted = self._was_lost.pop(device, False) and seq <= 1 and self._phase not in _IN_PLAY
+        gap = last is not None and seq != (last + 1) % SEQ_MODULUS and not restarted  # 99999 -> 0: no gap
+        if gap and not isinstance(ev, _CARD_EVENTS):  # frames of the shoe may have been cards: its gap
+            hold = self._role(device) == "shoe"      # holds, between rounds too
+            self._alarm(AlarmCode.SEQUENCE_GAP, f"device {device}: sequence {last} then {seq}",
+                        device=device, hold=hold)
+        never = self._never_sends.get(device)
+        if never is not None and isinstance(ev, never) and self._wrong_device(ev):
             return
-        if isinstance(ev, CardDrawn):
-            self._on_card(ev.card, ev.device, ev.seq, gap, last)
-        elif isinstance(ev, CardUnreadable):
-            self._on_card(None, ev.device, ev.seq, gap, last)
-        elif isinstance(ev, SpotChanged):
+        if isinstance(ev, SpotChanged):  # the branches are exclusive: the commonest first
             self._on_spot(ev)
+        elif isinstance(ev, CardDrawn):
+            self._on_card(ev.card, device, seq, gap, last)
+        elif isinstance(ev, CardUnreadable):
+            self._on_card(None, device, seq, gap, last)
         elif isinstance(ev, DealerButton):
             self._on_button(ev.button)
         elif isinstance(ev, ShoeStatus):
@@ -850,7 +895,7 @@ class TableMachine:
             self._alarm(AlarmCode.DEVICE_ERROR, f"device {ev.device} error {ev.code[:40]}: {ev.text[:160]}",
                         device=ev.device, subject=ev.code[:40])
         self._advance()
-        self._check_exhausted(ev.device)
+        self._check_exhausted(device)
 
     def _wrong_device(self, ev: DeviceEvent) -> bool:
         """True (WRONG_DEVICE raised, the round held, nothing of ``ev`` applied) when ``ev`` is an event
@@ -990,12 +1035,13 @@ class TableMachine:
                         device=ev.device)
             return
         before, after = self._pads.update(ev)
-        locked = self._phase in _IN_PLAY
-        changed = locked and before.key != after.key
-        if self._phase is Phase.COMPLETE and before.key != after.key:
+        phase = self._phase
+        differs = before.key != after.key
+        changed = differs and phase in _IN_PLAY
+        if differs and phase is Phase.COMPLETE:
             self._cleared = True  # chips paid, collected or placed: the completed round was cleared
         self._keep(self._rec().spot_changes, SpotChangeRecord(
-            ts=self._ts, device=ev.device, device_seq=ev.seq, spot=ev.spot, state=ev.state.value,
+            ts=self._ts, device=ev.device, device_seq=ev.seq, spot=ev.spot, state=_SPOT_STATE[ev.state],
             amount=ev.amount, after_lock=changed))
         if changed:
             self._changed[ev.spot] = True
@@ -1005,7 +1051,7 @@ class TableMachine:
                     else f"changed from {_bet_text(before)} to {_bet_text(after)}")
             self._alarm(code, f"seat {conf.seat} spot {ev.spot} ({conf.bet}) {what} after the wagers were "
                         "locked; settled at the locked value", seat=conf.seat, spot=ev.spot, device=ev.device)
-        elif self._phase in (Phase.BETTING, Phase.BURN) and after.present and after.amount is not None:
+        elif (phase is Phase.BETTING or phase is Phase.BURN) and after.present and after.amount is not None:
             self._check_limits(ev.spot, after.amount)
 
     def _on_button(self, button: Button) -> None:

@@ -38,6 +38,8 @@ class Pads:
 
     def __init__(self) -> None:
         self._spots: dict[str, PadState] = {}
+        self._terms: tuple[TableConfig, dict[str, tuple[Bet, Hand | None]]] | None = None
+        """Each spot's bet and hand as the rules name them, for the config last locked with."""
 
     def get(self, spot: str) -> PadState:
         """The spot's state (empty when never reported)."""
@@ -64,13 +66,17 @@ class Pads:
 
     def lock(self, config: TableConfig) -> list[LockedWager]:
         """The wagers on the configured spots now, in config order (the bet-pad snapshot at lock)."""
+        if self._terms is None or self._terms[0] is not config:
+            self._terms = config, {spot: (Bet(conf.bet), Hand(conf.hand) if conf.hand else None)
+                                   for spot, conf in config.spots.items()}
+        terms = self._terms[1]
         out = []
         for spot, conf in config.spots.items():
             held = self.stake(config, spot)
             if held is None:
                 continue
-            out.append(LockedWager(spot, conf.seat, Bet(conf.bet), Hand(conf.hand) if conf.hand else None,
-                                   held[0], held[1]))
+            bet, hand = terms[spot]
+            out.append(LockedWager(spot, conf.seat, bet, hand, held[0], held[1]))
         return out
 
     def snapshot(self) -> dict[str, tuple[bool, int | None]]:

@@ -18,7 +18,7 @@ from tablesense.daemon.messages import BoxResult
 from tablesense.daemon.rules.cards import Card
 from tablesense.daemon.rules.settlement import Bet, Settlement
 from tablesense.daemon.rules.uth import settle_uth
-from tablesense.daemon.table.game import BURN, DEALER, Face, GameRound, LockedWager, Outcome
+from tablesense.daemon.table.game import BURN, DEALER, Face, GameRound, LockedWager, Outcome, memo
 
 __all__ = ["BOARD", "UthRound", "deal_sequence"]
 
@@ -62,6 +62,7 @@ class UthRound(GameRound):
     def _hands(self) -> dict[str, list[Card]]:
         return {p: self.cards_at(p) for p in (*self.seats, DEALER)}
 
+    @memo
     def due(self) -> list[tuple[LockedWager, Settlement]]:
         """Ineligible wagers (returned) at once; the others at the reveal."""
         out: list[tuple[LockedWager, Settlement]] = []
@@ -74,6 +75,7 @@ class UthRound(GameRound):
             out.append((w, settlement))
         return out
 
+    @memo
     def outcome(self, public: bool) -> Outcome:
         """Seats' two cards with their Ultimate Pairs line, the dealer's two and the board; before the
         reveal the public outcome is empty."""
