@@ -309,6 +309,8 @@ async def main(settlements: int, seed: int, journal_dir: str | None,
         # waiting only where the two links' order matters; every settlement published before it ends
         sim.pipeline = True
         cpu1, loop1, t1 = cpu_seconds(proc.pid), cpu_seconds(proc.pid, proc.pid), time.monotonic()
+        others = {"bench (dealer, devices)": os.getpid(), "subscriber": sub.proc.pid, "broker": broker.pid}
+        others0 = {name: cpu_seconds(pid) for name, pid in others.items() if pid is not None}
         while len(sim.rounds) - latency_rounds < pipeline_rounds:
             await sim.play_round(bets)
         await sim.flush()
@@ -319,6 +321,8 @@ async def main(settlements: int, seed: int, journal_dir: str | None,
         piped_elapsed = time.monotonic() - t1
         piped_cpu = cpu_seconds(proc.pid) - cpu1
         piped_loop_cpu = cpu_seconds(proc.pid, proc.pid) - loop1
+        piped_others = {name: (cpu_seconds(pid) - others0[name]) / piped_elapsed  # cores busy
+                        for name, pid in others.items() if pid is not None and name in others0}
         rss = rss_kib(proc.pid)
         if spy is not None:
             spy.send_signal(2)
@@ -396,6 +400,7 @@ async def main(settlements: int, seed: int, journal_dir: str | None,
         "piped_rounds_per_s": pipeline_rounds / piped_elapsed,
         "piped_cpu_per_round": piped_cpu / pipeline_rounds * 1000,
         "piped_loop_cpu_per_round": piped_loop_cpu / pipeline_rounds * 1000,
+        "piped_cores": {"daemon": piped_cpu / piped_elapsed, **piped_others},
         "work": str(tmp), "journal": str(journal),
     }
 
@@ -450,7 +455,9 @@ def report(r: dict[str, Any]) -> str:
     out.append(f"pipelined ({r['piped_rounds']} rounds; the devices keep up to 64 unacknowledged frames, the "
                f"dealer waits for the bets' AK before the first card and the last card's before clearing): "
                f"event loop thread {r['piped_loop_cpu_per_round']:.2f} ms, worker threads "
-               f"{r['piped_cpu_per_round'] - r['piped_loop_cpu_per_round']:.2f} ms a round")
+               f"{r['piped_cpu_per_round'] - r['piped_loop_cpu_per_round']:.2f} ms a round; cores busy "
+               f"meanwhile (of {os.cpu_count()}): "
+               + ", ".join(f"{k} {v:.2f}" for k, v in r["piped_cores"].items()))
     out.append(f"daemon memory at the end {r['rss'][0] / 1024:.1f} MiB (peak {r['rss'][1] / 1024:.1f} MiB); "
                "start-up at 200,000 rounds: benchmarks/bench_journal.py")
     out.append(f"(work files in {r['work']}; journal in {r['journal']})")
