@@ -10,6 +10,7 @@ import tracemalloc
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -432,6 +433,34 @@ def test_prune_by_size_archives_and_gives_space_back(scratch: Path) -> None:
         assert (j.first_seq() or 0) > 1
     report = audit(scratch, load_key())
     assert report.ok, report.failure
+
+
+def test_one_prune_gives_back_every_page_it_frees(scratch: Path) -> None:
+    """``PRAGMA incremental_vacuum(N)`` frees one page per step of the statement: run with ``execute`` it
+    freed ONE page per call, so a prune that freed more than its 256 steps left the rest in the file
+    (and spent 4 statements a page). Stepped to completion, one prune gives back everything it freed."""
+    table = RealTable(seed=4)
+    with Journal(scratch, "bac-01", retention_rounds=10, retention_days=365) as j:
+        for _ in range(150):  # about 6 MB of hot rows, nothing archived yet
+            for inp, emits in table.round():
+                for row in j.append(inp, emits):
+                    j.mark_delivered(row.row_id)
+        vacuum = j._vacuum
+        freed: list[int] = []
+
+        def counted(*args: Any, **kwargs: Any) -> None:
+            freed.append(j._db().execute("PRAGMA freelist_count").fetchone()[0])
+            vacuum(*args, **kwargs)
+
+        j._vacuum = counted  # type: ignore[method-assign]
+        j.prune()  # archives every closed block in one go: their hot rows' pages are freed
+        side = sqlite3.connect(j.path)
+        try:
+            free = side.execute("PRAGMA freelist_count").fetchone()[0]
+        finally:
+            side.close()
+    assert freed and freed[0] > 4 * 256, f"the prune freed only {freed} pages"
+    assert free == 0, f"{free} of the {freed[0]} pages the prune freed are still in the file"
 
 
 @pytest.fixture

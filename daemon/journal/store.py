@@ -1483,7 +1483,9 @@ class Journal:
                         return
                     conn.execute("PRAGMA synchronous=NORMAL")
                     try:
-                        conn.execute(f"PRAGMA incremental_vacuum({VACUUM_STEP})").fetchall()
+                        # stepped to completion by executescript: execute() steps the pragma once, and
+                        # each step frees ONE page (so 64 steps were needed for what is one step here)
+                        conn.executescript(f"PRAGMA incremental_vacuum({VACUUM_STEP})")
                     finally:
                         conn.execute("PRAGMA synchronous=FULL")
                 except sqlite3.Error as exc:
