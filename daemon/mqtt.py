@@ -635,10 +635,24 @@ class _AckClient(aiomqtt.Client):
             raise PublishRejected(topic, reason)
 
 
+class _PackedOnce(Properties):
+    """Publish properties that never change, packed once: paho packs a message's properties anew for
+    every PUBLISH (``Properties.pack``, a few dozen microseconds), the same bytes every time here."""
+
+    def pack(self) -> bytes:
+        packed: bytes | None = self.__dict__.get("_packed_once")
+        if packed is None:
+            packed = super().pack()  # type: ignore[no-untyped-call]
+            object.__setattr__(self, "_packed_once", packed)  # past Properties.__setattr__'s name check
+        return packed
+
+
 def _publish_properties(v5: bool) -> Properties | None:
+    """The properties of every message the relay publishes (MQTT v5: JSON, UTF-8), ``None`` for 3.1.1.
+    Not to be changed after the first publish (:class:`_PackedOnce`)."""
     if not v5:
         return None
-    props = _props(PacketTypes.PUBLISH)
+    props = _PackedOnce(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
     props.ContentType = "application/json"
     props.PayloadFormatIndicator = 1
     return props
