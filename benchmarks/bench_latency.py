@@ -294,13 +294,19 @@ async def main(settlements: int, seed: int, journal_dir: str | None,
                                     os.environ["BENCH_PYSPY"]], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
             await asyncio.sleep(1)
+        async def deal_until(done: Any) -> None:
+            """Rounds until ``done()``; then every settlement dealt at the subscriber (published)."""
+            while not done():
+                await sim.play_round(bets)
+            await sim.flush()
+            want = sum(len(r.wagers) for r in sim.rounds)
+            async with asyncio.timeout(60):
+                while n_settled < want:
+                    await asyncio.sleep(0.0005)
+
         cpu0, loop0, t0 = cpu_seconds(proc.pid), cpu_seconds(proc.pid, proc.pid), time.monotonic()
-        while n_settled - sum(len(r.wagers) for r in sim.rounds[:warm_rounds]) < settlements:
-            await sim.play_round(bets)
-        want = sum(len(r.wagers) for r in sim.rounds)
-        async with asyncio.timeout(30):
-            while n_settled < want:
-                await asyncio.sleep(0.0005)
+        warm_settled = sum(len(r.wagers) for r in sim.rounds[:warm_rounds])
+        await deal_until(lambda: n_settled - warm_settled >= settlements)
         elapsed = time.monotonic() - t0
         cpu = cpu_seconds(proc.pid) - cpu0
         loop_cpu = cpu_seconds(proc.pid, proc.pid) - loop0  # the main thread: the event loop
@@ -311,13 +317,7 @@ async def main(settlements: int, seed: int, journal_dir: str | None,
         cpu1, loop1, t1 = cpu_seconds(proc.pid), cpu_seconds(proc.pid, proc.pid), time.monotonic()
         others = {"bench (dealer, devices)": os.getpid(), "subscriber": sub.proc.pid, "broker": broker.pid}
         others0 = {name: cpu_seconds(pid) for name, pid in others.items() if pid is not None}
-        while len(sim.rounds) - latency_rounds < pipeline_rounds:
-            await sim.play_round(bets)
-        await sim.flush()
-        want = sum(len(r.wagers) for r in sim.rounds)
-        async with asyncio.timeout(60):
-            while n_settled < want:
-                await asyncio.sleep(0.0005)
+        await deal_until(lambda: len(sim.rounds) - latency_rounds >= pipeline_rounds)
         piped_elapsed = time.monotonic() - t1
         piped_cpu = cpu_seconds(proc.pid) - cpu1
         piped_loop_cpu = cpu_seconds(proc.pid, proc.pid) - loop1
