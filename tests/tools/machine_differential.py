@@ -139,7 +139,7 @@ class Feeder:
         p, q = a[1], a[2]
         e: Any
         phase = machine.phase.value
-        if kind == "card" and (phase == "reveal" and p % 3 or phase == "playing" and p % 4 == 0):
+        if kind == "card" and ((phase == "reveal" and p % 3) or (phase == "playing" and p % 4 == 0)):
             e = ev.DealerButton("pads", self._seq("pads"), ev.Button.ROUND_END)  # the dealer ends the round
         elif kind in ("card", "card_again", "unreadable", "card_irregular_seq"):
             dev = "shoe"
