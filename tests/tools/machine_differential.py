@@ -27,7 +27,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import msgspec
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -288,14 +288,17 @@ def main() -> None:
     p.add_argument("--game", choices=GAMES, required=True)
     p.add_argument("--examples", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--new", default="tablesense", help="the build under test (a mutant, to check the fuzzer)")
+    p.add_argument("--no-shrink", action="store_true", help="report the first divergence as found")
     args = p.parse_args()
-    OLD, NEW = build("tablesense_old"), build("tablesense")
+    OLD, NEW = build("tablesense_old"), build(args.new)
     texts = config_texts(args.game)
     count = [0]
 
     @seed(args.seed)
     @settings(max_examples=args.examples, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+              suppress_health_check=list(HealthCheck),
+              phases=[Phase.generate] if args.no_shrink else list(Phase))
     @given(st.integers(0, len(texts) - 1), st.integers(0, 3), sequences)
     def prop(which: int, calm: int, seq: list[tuple[int, int, int]]) -> None:
         count[0] += 1
