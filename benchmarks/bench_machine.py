@@ -179,8 +179,9 @@ def encode_emit(e: Emit) -> bytes:
                                 msgspec.json.encode(e.message))
 
 
-def emits_digest(config: TableConfig, rounds: list[BenchRound]) -> tuple[str, int]:
-    """SHA-256 of every emit of a fresh machine fed ``rounds`` (and the number of emits)."""
+def emits_digest(config: TableConfig, rounds: list[BenchRound]) -> tuple[str, int, TableMachine]:
+    """SHA-256 of every emit of a fresh machine fed ``rounds``, the number of emits, and the machine
+    (for its final state)."""
     machine = TableMachine(config)
     h = hashlib.sha256()
     n = 0
@@ -190,7 +191,7 @@ def emits_digest(config: TableConfig, rounds: list[BenchRound]) -> tuple[str, in
                 h.update(encode_emit(e))
                 h.update(b"\n")
                 n += 1
-    return h.hexdigest(), n
+    return h.hexdigest(), n, machine
 
 
 def kind_of(inp: TimedInput) -> str:
@@ -307,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
     if args.digest:
-        digest, n = emits_digest(config, rounds)
+        digest, n, _ = emits_digest(config, rounds)
         print(f"{digest} ({n} emits, {sum(len(r.inputs) for r in rounds)} inputs)")
         return 0
     if args.profile:

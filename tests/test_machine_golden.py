@@ -71,17 +71,9 @@ def digests(game: str, rounds: int, random_wagers: bool, seed: int) -> tuple[str
     for r in made:
         for inp in r.inputs:
             inputs.update(repr(inp).encode())
-    machine = TableMachine(config)
-    emits = hashlib.sha256()
-    n = 0
-    for r in made:
-        for inp in r.inputs:
-            for e in machine.handle(inp):
-                emits.update(bench.encode_emit(e))
-                emits.update(b"\n")
-                n += 1
+    emits, n, machine = bench.emits_digest(config, made)
     snapshot = hashlib.sha256(msgspec.json.encode(machine.snapshot())).hexdigest()
-    return inputs.hexdigest(), emits.hexdigest(), n, snapshot
+    return inputs.hexdigest(), emits, n, snapshot
 
 
 GOLDEN = [
