@@ -189,3 +189,50 @@ async def test_a_busy_journal_lock_never_stops_the_relay_and_every_ack_is_record
         watching.cancel()
         await asyncio.gather(watching, return_exceptions=True)
         journal.close()
+
+
+async def test_acknowledgements_kept_while_the_journal_is_busy_are_recorded_when_the_relay_stops(
+        world: Any, tmp_path: Path) -> None:
+    """Stopping while the journal's lock is still taken: the acknowledgements the relay kept are recorded
+    once the lock is free, before stop() returns, so nothing delivered is published again after a
+    restart."""
+    broker, _ = world
+    journal = Journal(tmp_path / "journal", TABLE)
+    traffic = Traffic()
+    settings = MqttSettings(host=broker.host, port=broker.port, table=TABLE, client_id=f"tablesense-{TABLE}",
+                            prefix="ts", keepalive=60)
+    relay = Relay(settings, journal, status)
+    watcher = Watcher(broker, f"ts/{TABLE}/#")
+    watching = await watcher.start()
+    task = asyncio.create_task(relay.run())
+    holder_has_lock, let_go = threading.Event(), threading.Event()
+
+    def hold_the_lock() -> None:
+        with journal._lock:
+            holder_has_lock.set()
+            let_go.wait(30)
+
+    holder = threading.Thread(target=hold_the_lock)
+    try:
+        await wait_until(lambda: relay.connected, 20, "connected")
+        rows = [row for inp, emits in traffic.new_shoe() + traffic.baccarat_round()
+                for row in journal.append(inp, emits)]
+        holder.start()
+        await asyncio.to_thread(holder_has_lock.wait, 10)
+        relay.notify(rows)
+        await wait_until(lambda: len(watcher.got) >= len(rows), 10, "the rows at the subscriber")
+        await asyncio.sleep(0.2)  # their PUBACKs are in; the lock is still taken: nothing recorded yet
+        assert relay.delivered == 0
+        asyncio.get_running_loop().call_later(0.3, let_go.set)  # the append holding it finishes
+        await relay.stop(task)
+        assert relay.delivered == len(rows)
+        assert journal.pending(1000, 0) == [], "every acknowledged row recorded before stop() returned"
+    finally:
+        let_go.set()
+        if holder.is_alive():
+            holder.join(10)
+        if not task.done():
+            await relay.stop(task)
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+        journal.close()
