@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,13 @@ class AckHoldProxy:
                 writer.write(data)
                 await writer.drain()
         writer.close()
+
+    def drop(self) -> None:
+        """Close every connection made so far (as a broken link would); new ones are forwarded."""
+        for w in self._writers:
+            with contextlib.suppress(Exception):
+                w.transport.abort()
+        self._writers.clear()
 
     async def close(self) -> None:
         for t in list(self._tasks):
@@ -233,6 +241,56 @@ async def test_acknowledgements_kept_while_the_journal_is_busy_are_recorded_when
             holder.join(10)
         if not task.done():
             await relay.stop(task)
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+        journal.close()
+
+
+async def test_acknowledgements_kept_when_the_link_drops_are_recorded_before_the_outbox_is_read_again(
+        world: Any, tmp_path: Path) -> None:
+    """The link drops while acknowledgements wait for the journal's lock: the next session records them
+    before it reads the undelivered rows back, so the rows the broker had already acknowledged are not
+    published a second time."""
+    broker, proxy = world
+    journal = Journal(tmp_path / "journal", TABLE)
+    traffic = Traffic()
+    settings = MqttSettings(host=proxy.host, port=proxy.port, table=TABLE, client_id=f"tablesense-{TABLE}",
+                            prefix="ts", keepalive=60, backoff_min=0.05, backoff_max=0.2)
+    relay = Relay(settings, journal, status)
+    watcher = Watcher(broker, f"ts/{TABLE}/#")
+    watching = await watcher.start()
+    task = asyncio.create_task(relay.run())
+    holder_has_lock, let_go = threading.Event(), threading.Event()
+
+    def hold_the_lock() -> None:
+        with journal._lock:
+            holder_has_lock.set()
+            let_go.wait(30)
+
+    holder = threading.Thread(target=hold_the_lock)
+    try:
+        await wait_until(lambda: relay.connected, 20, "connected")
+        rows = [row for inp, emits in traffic.new_shoe() + traffic.baccarat_round()
+                for row in journal.append(inp, emits)]
+        holder.start()
+        await asyncio.to_thread(holder_has_lock.wait, 10)
+        relay.notify(rows)
+        await wait_until(lambda: len(watcher.got) >= len(rows), 10, "the rows at the subscriber")
+        await asyncio.sleep(0.2)  # acknowledged by the broker, kept: the lock is taken
+        assert relay.delivered == 0
+        proxy.drop()
+        await wait_until(lambda: relay.connects >= 2, 20, "the relay's next session")
+        let_go.set()
+        await wait_until(lambda: relay.delivered == len(rows), 10, "the kept acknowledgements recorded")
+        await asyncio.sleep(0.5)  # anything read back from the outbox would be published by now
+        ids = [json.loads(p)["msg_id"] for p in watcher.got if b'"msg_id"' in p]
+        assert sorted(ids) == sorted(r.msg_id for r in rows), "each row published exactly once"
+        assert journal.pending(1000, 0) == []
+    finally:
+        let_go.set()
+        if holder.is_alive():
+            holder.join(10)
+        await relay.stop(task)
         watching.cancel()
         await asyncio.gather(watching, return_exceptions=True)
         journal.close()
