@@ -151,6 +151,8 @@ class SimTable:
         self.ack_timeout = ack_timeout
         self.on_card = on_card
         self.on_wait = on_wait
+        self.wait_notice = 30.0
+        """Seconds of waiting for an acknowledgement between two :attr:`on_wait` calls."""
         scripted = cards is not None
         if scripted:
             self.shoe = VirtualShoe(config.shoe_decks, cards=cards, burn=None, cut_card_at=None)
@@ -233,20 +235,21 @@ class SimTable:
         """Wait until an acknowledgement covers frame ``seq`` (the devices resend meanwhile, so a daemon
         that crashed and restarted gets it again), woken by each acknowledgement the device reads.
         ``TimeoutError`` after :attr:`ack_timeout` seconds; with ``ack_timeout=None`` it waits for ever,
-        calling :attr:`on_wait` every 30 s."""
+        calling :attr:`on_wait` every :attr:`wait_notice` seconds of waiting (acknowledgements of
+        earlier frames meanwhile do not put it off)."""
         loop = asyncio.get_running_loop()
-        start = loop.time()
+        start = warned = loop.time()
         async with asyncio.timeout(self.ack_timeout):
             while not runner.acked(seq):
                 runner.ack_arrived.clear()
                 if runner.acked(seq):
                     break
-                try:
-                    async with asyncio.timeout(30.0):
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, warned + self.wait_notice - loop.time())):
                         await runner.ack_arrived.wait()
-                except TimeoutError:
-                    if self.on_wait is not None:
-                        self.on_wait(runner.device.device, seq, loop.time() - start)
+                if self.on_wait is not None and loop.time() - warned >= self.wait_notice:
+                    warned = loop.time()
+                    self.on_wait(runner.device.device, seq, warned - start)
 
     async def shoe_frames(self, frames: bytes) -> None:
         """Send shoe frames and wait for the daemon's acknowledgement of the last."""
