@@ -247,9 +247,10 @@ class SimTable:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(max(0.0, warned + self.wait_notice - loop.time())):
                         await runner.ack_arrived.wait()
-                if self.on_wait is not None and loop.time() - warned >= self.wait_notice:
+                if loop.time() - warned >= self.wait_notice:
                     warned = loop.time()
-                    self.on_wait(runner.device.device, seq, warned - start)
+                    if self.on_wait is not None:
+                        self.on_wait(runner.device.device, seq, warned - start)
 
     async def shoe_frames(self, frames: bytes) -> None:
         """Send shoe frames and wait for the daemon's acknowledgement of the last."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from pathlib import Path
 
 import pytest
@@ -78,4 +79,19 @@ async def test_on_wait_is_called_at_its_interval_while_only_earlier_frames_are_a
         await asyncio.gather(port_task, return_exceptions=True)
     finally:
         port.close()
+        await sim.close()
+
+
+async def test_a_long_wait_without_on_wait_sleeps(tmp_path: Path) -> None:
+    """Without ``on_wait``, waiting past ``wait_notice`` still sleeps between acknowledgements (the
+    process's CPU time stays far below the time waited)."""
+    sim = await table(tmp_path)
+    sim.wait_notice = 0.05
+    sim.ack_timeout = 1.0
+    try:
+        cpu0 = time.process_time()
+        with pytest.raises(TimeoutError):
+            await sim.shoe_frames(sim.shoe.identity())  # nobody acknowledges
+        assert time.process_time() - cpu0 < 0.5
+    finally:
         await sim.close()
