@@ -220,7 +220,8 @@ class SimTable:
             other_last = self._unacked_last.pop(id(other), None)
             if other_last is not None:
                 await self._wait_acked(other, other_last)
-            await runner.wait_room(frames.count(b"$"))
+            async with asyncio.timeout(self.ack_timeout):  # the window frees only as the daemon acks
+                await runner.wait_room(frames.count(b"$"))
             self._unacked_last[id(runner)] = last
         await runner.send(frames)
 
