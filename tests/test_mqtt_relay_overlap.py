@@ -151,52 +151,76 @@ async def test_new_rows_are_published_while_the_last_bursts_pubacks_are_held(wor
         await asyncio.gather(watching, return_exceptions=True)
 
 
+class JournalRelay:
+    """A relay publishing a real journal's rows (through ``host``:``port``), a watcher on the broker, and
+    a thread that can hold the journal's lock as an append or maintenance does in a worker thread."""
+
+    def __init__(self, broker: MosquittoBroker, journal_dir: Path, host: str, port: int,
+                 **settings: Any) -> None:
+        self.journal = Journal(journal_dir, TABLE)
+        self.relay = Relay(MqttSettings(host=host, port=port, table=TABLE, client_id=f"tablesense-{TABLE}",
+                                        prefix="ts", keepalive=60, **settings), self.journal, status)
+        self.watcher = Watcher(broker, f"ts/{TABLE}/#")
+        self._has_lock, self._let_go = threading.Event(), threading.Event()
+        self._holder = threading.Thread(target=self._hold_the_lock)
+
+    def _hold_the_lock(self) -> None:
+        with self.journal._lock:
+            self._has_lock.set()
+            self._let_go.wait(30)
+
+    async def __aenter__(self) -> JournalRelay:
+        self._watching = await self.watcher.start()
+        self.task = asyncio.create_task(self.relay.run())
+        await wait_until(lambda: self.relay.connected, 20, "connected")
+        return self
+
+    def append_round(self) -> list[list[Any]]:
+        """Journal a new shoe and one baccarat round; the rows of each input."""
+        traffic = Traffic()
+        steps = traffic.new_shoe() + traffic.baccarat_round()
+        return [self.journal.append(inp, emits) for inp, emits in steps]
+
+    async def hold_lock(self) -> None:
+        self._holder.start()
+        await asyncio.to_thread(self._has_lock.wait, 10)
+
+    @property
+    def holding(self) -> bool:
+        return self._holder.is_alive()
+
+    def release_lock(self) -> None:
+        self._let_go.set()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._let_go.set()
+        if self._holder.is_alive():
+            self._holder.join(10)
+        if not self.task.done():
+            await self.relay.stop(self.task)
+        self._watching.cancel()
+        await asyncio.gather(self._watching, return_exceptions=True)
+        self.journal.close()
+
+
 async def test_a_busy_journal_lock_never_stops_the_relay_and_every_ack_is_recorded(
         world: Any, tmp_path: Path) -> None:
     broker, _ = world
-    journal = Journal(tmp_path / "journal", TABLE)
-    traffic = Traffic()
-    settings = MqttSettings(host=broker.host, port=broker.port, table=TABLE, client_id=f"tablesense-{TABLE}",
-                            prefix="ts", keepalive=60)
-    relay = Relay(settings, journal, status)
-    watcher = Watcher(broker, f"ts/{TABLE}/#")
-    watching = await watcher.start()
-    task = asyncio.create_task(relay.run())
-    holder_has_lock, let_go = threading.Event(), threading.Event()
-
-    def hold_the_lock() -> None:  # as an append or maintenance holds it in a worker thread
-        with journal._lock:
-            holder_has_lock.set()
-            let_go.wait(30)
-
-    holder = threading.Thread(target=hold_the_lock)
-    try:
-        await wait_until(lambda: relay.connected, 20, "connected")
-        steps = traffic.new_shoe() + traffic.baccarat_round()
-        rows = [journal.append(inp, emits) for inp, emits in steps]
+    async with JournalRelay(broker, tmp_path / "journal", broker.host, broker.port) as rig:
+        rows = rig.append_round()
         first = [r for group in rows[:len(rows) // 2] for r in group]
         later = [r for group in rows[len(rows) // 2:] for r in group]
-        holder.start()
-        await asyncio.to_thread(holder_has_lock.wait, 10)
-        relay.notify(first)
-        await wait_until(lambda: len(watcher.got) >= len(first), 10, "the first rows at the subscriber")
-        relay.notify(later)  # their acknowledgements cannot be recorded yet: the next rows go out anyway
+        await rig.hold_lock()
+        rig.relay.notify(first)
+        await wait_until(lambda: len(rig.watcher.got) >= len(first), 10, "the first rows at the subscriber")
+        rig.relay.notify(later)  # their acknowledgements cannot be recorded yet: the next rows go out anyway
         total = len(first) + len(later)
-        await wait_until(lambda: len(watcher.got) >= total, 10, "the later rows while the lock is held")
-        assert holder.is_alive() and relay.delivered == 0
-        let_go.set()
-        holder.join(10)
-        await wait_until(lambda: relay.delivered == total, 10,
+        await wait_until(lambda: len(rig.watcher.got) >= total, 10, "the later rows while the lock is held")
+        assert rig.holding and rig.relay.delivered == 0
+        rig.release_lock()
+        await wait_until(lambda: rig.relay.delivered == total, 10,
                          "every acknowledgement recorded once the lock is free")
-        assert journal.pending(1000, 0) == [], "nothing awaiting delivery in the journal"
-    finally:
-        let_go.set()
-        if holder.is_alive():
-            holder.join(10)
-        await relay.stop(task)
-        watching.cancel()
-        await asyncio.gather(watching, return_exceptions=True)
-        journal.close()
+        assert rig.journal.pending(1000, 0) == [], "nothing awaiting delivery in the journal"
 
 
 async def test_acknowledgements_kept_while_the_journal_is_busy_are_recorded_when_the_relay_stops(
@@ -205,45 +229,17 @@ async def test_acknowledgements_kept_while_the_journal_is_busy_are_recorded_when
     once the lock is free, before stop() returns, so nothing delivered is published again after a
     restart."""
     broker, _ = world
-    journal = Journal(tmp_path / "journal", TABLE)
-    traffic = Traffic()
-    settings = MqttSettings(host=broker.host, port=broker.port, table=TABLE, client_id=f"tablesense-{TABLE}",
-                            prefix="ts", keepalive=60)
-    relay = Relay(settings, journal, status)
-    watcher = Watcher(broker, f"ts/{TABLE}/#")
-    watching = await watcher.start()
-    task = asyncio.create_task(relay.run())
-    holder_has_lock, let_go = threading.Event(), threading.Event()
-
-    def hold_the_lock() -> None:
-        with journal._lock:
-            holder_has_lock.set()
-            let_go.wait(30)
-
-    holder = threading.Thread(target=hold_the_lock)
-    try:
-        await wait_until(lambda: relay.connected, 20, "connected")
-        rows = [row for inp, emits in traffic.new_shoe() + traffic.baccarat_round()
-                for row in journal.append(inp, emits)]
-        holder.start()
-        await asyncio.to_thread(holder_has_lock.wait, 10)
-        relay.notify(rows)
-        await wait_until(lambda: len(watcher.got) >= len(rows), 10, "the rows at the subscriber")
+    async with JournalRelay(broker, tmp_path / "journal", broker.host, broker.port) as rig:
+        rows = [row for group in rig.append_round() for row in group]
+        await rig.hold_lock()
+        rig.relay.notify(rows)
+        await wait_until(lambda: len(rig.watcher.got) >= len(rows), 10, "the rows at the subscriber")
         await asyncio.sleep(0.2)  # their PUBACKs are in; the lock is still taken: nothing recorded yet
-        assert relay.delivered == 0
-        asyncio.get_running_loop().call_later(0.3, let_go.set)  # the append holding it finishes
-        await relay.stop(task)
-        assert relay.delivered == len(rows)
-        assert journal.pending(1000, 0) == [], "every acknowledged row recorded before stop() returned"
-    finally:
-        let_go.set()
-        if holder.is_alive():
-            holder.join(10)
-        if not task.done():
-            await relay.stop(task)
-        watching.cancel()
-        await asyncio.gather(watching, return_exceptions=True)
-        journal.close()
+        assert rig.relay.delivered == 0
+        asyncio.get_running_loop().call_later(0.3, rig.release_lock)  # the append holding it finishes
+        await rig.relay.stop(rig.task)
+        assert rig.relay.delivered == len(rows)
+        assert rig.journal.pending(1000, 0) == [], "every acknowledged row recorded before stop() returned"
 
 
 async def test_acknowledgements_kept_when_the_link_drops_are_recorded_before_the_outbox_is_read_again(
@@ -252,45 +248,19 @@ async def test_acknowledgements_kept_when_the_link_drops_are_recorded_before_the
     before it reads the undelivered rows back, so the rows the broker had already acknowledged are not
     published a second time."""
     broker, proxy = world
-    journal = Journal(tmp_path / "journal", TABLE)
-    traffic = Traffic()
-    settings = MqttSettings(host=proxy.host, port=proxy.port, table=TABLE, client_id=f"tablesense-{TABLE}",
-                            prefix="ts", keepalive=60, backoff_min=0.05, backoff_max=0.2)
-    relay = Relay(settings, journal, status)
-    watcher = Watcher(broker, f"ts/{TABLE}/#")
-    watching = await watcher.start()
-    task = asyncio.create_task(relay.run())
-    holder_has_lock, let_go = threading.Event(), threading.Event()
-
-    def hold_the_lock() -> None:
-        with journal._lock:
-            holder_has_lock.set()
-            let_go.wait(30)
-
-    holder = threading.Thread(target=hold_the_lock)
-    try:
-        await wait_until(lambda: relay.connected, 20, "connected")
-        rows = [row for inp, emits in traffic.new_shoe() + traffic.baccarat_round()
-                for row in journal.append(inp, emits)]
-        holder.start()
-        await asyncio.to_thread(holder_has_lock.wait, 10)
-        relay.notify(rows)
-        await wait_until(lambda: len(watcher.got) >= len(rows), 10, "the rows at the subscriber")
+    async with JournalRelay(broker, tmp_path / "journal", proxy.host, proxy.port,
+                            backoff_min=0.05, backoff_max=0.2) as rig:
+        rows = [row for group in rig.append_round() for row in group]
+        await rig.hold_lock()
+        rig.relay.notify(rows)
+        await wait_until(lambda: len(rig.watcher.got) >= len(rows), 10, "the rows at the subscriber")
         await asyncio.sleep(0.2)  # acknowledged by the broker, kept: the lock is taken
-        assert relay.delivered == 0
+        assert rig.relay.delivered == 0
         proxy.drop()
-        await wait_until(lambda: relay.connects >= 2, 20, "the relay's next session")
-        let_go.set()
-        await wait_until(lambda: relay.delivered == len(rows), 10, "the kept acknowledgements recorded")
+        await wait_until(lambda: rig.relay.connects >= 2, 20, "the relay's next session")
+        rig.release_lock()
+        await wait_until(lambda: rig.relay.delivered == len(rows), 10, "the kept acknowledgements recorded")
         await asyncio.sleep(0.5)  # anything read back from the outbox would be published by now
-        ids = [json.loads(p)["msg_id"] for p in watcher.got if b'"msg_id"' in p]
+        ids = [json.loads(p)["msg_id"] for p in rig.watcher.got if b'"msg_id"' in p]
         assert sorted(ids) == sorted(r.msg_id for r in rows), "each row published exactly once"
-        assert journal.pending(1000, 0) == []
-    finally:
-        let_go.set()
-        if holder.is_alive():
-            holder.join(10)
-        await relay.stop(task)
-        watching.cancel()
-        await asyncio.gather(watching, return_exceptions=True)
-        journal.close()
+        assert rig.journal.pending(1000, 0) == []
