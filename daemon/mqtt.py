@@ -82,7 +82,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, TypeVar
 
 import aiomqtt
 import msgspec
@@ -107,6 +107,7 @@ from tablesense.daemon.mqtt_commands import (
     text_problem,
 )
 from tablesense.drivers.backoff import Backoff
+from tablesense.drivers.waits import wait_at_most
 
 __all__ = [
     "CHANNEL_TOPICS",
@@ -504,6 +505,9 @@ def _coalesce(out: deque[Any]) -> None:
                         "packet": data, "info": None})
 
 
+_T = TypeVar("_T")
+
+
 class _AckClient(aiomqtt.Client):
     """aiomqtt 2.5.1 client that keeps the MQTT v5 PUBACK reason code of each publish.
 
@@ -559,6 +563,17 @@ class _AckClient(aiomqtt.Client):
             value = getattr(reason_code, "value", reason_code)
             self.disconnect_reason = int(value) if isinstance(value, int) else None
         super()._on_disconnect(client, userdata, flags, reason_code, properties)
+
+    async def _wait_for(self, fut: Awaitable[_T], timeout: float | None) -> _T:
+        """aiomqtt's own (used for CONNACK, SUBACK, PUBACK), but on :func:`wait_at_most`: a cancellation
+        that arrives as the acknowledgement does is never swallowed (``asyncio.wait_for`` on Python 3.11,
+        CPython gh-86296). ``MqttError`` on timeout, as aiomqtt raises."""
+        if timeout is None:
+            timeout = self.timeout
+        try:
+            return await wait_at_most(fut, None if timeout == math.inf else timeout)
+        except TimeoutError:
+            raise aiomqtt.MqttError("Operation timed out") from None
 
     def ping(self) -> None:
         """Send a PINGREQ now (paho's own keepalive sends one only after a whole keepalive interval)."""
@@ -962,7 +977,7 @@ class Relay:
             else:
                 self._crash_backoff.reset()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), timeout=delay)
+            await wait_at_most(self._stopping.wait(), delay)
 
     async def stop(self, task: asyncio.Task[None] | None = None, stop_timeout: float = 3.0) -> None:
         """Stop publishing: finish the current publish briefly, publish ``offline``, disconnect.
@@ -978,7 +993,7 @@ class Relay:
         if task is None:
             return
         try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=stop_timeout)
+            await wait_at_most(asyncio.shield(task), stop_timeout)
         except TimeoutError:
             task.cancel()
             try:
@@ -1255,7 +1270,7 @@ class Relay:
 
     async def _replay_settle(self, topic: str, fut: asyncio.Future[None]) -> None:
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout=self.settings.publish_timeout)
+            await wait_at_most(asyncio.shield(fut), self.settings.publish_timeout)
         except TimeoutError:
             self._ack_timed_out(topic)
         except PublishRejected as exc:
@@ -1456,8 +1471,8 @@ class Relay:
                     deadline = min(deadlines)
                     if deadline > now:
                         with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(self._wakeup.wait(),
-                                                   timeout=None if deadline == math.inf else deadline - now)
+                            await wait_at_most(self._wakeup.wait(),
+                                               None if deadline == math.inf else deadline - now)
                     now = time.monotonic()
                     if inflight and not inflight[0][2].done() and now >= waited_since + \
                             self.settings.publish_timeout:
@@ -1505,8 +1520,8 @@ class Relay:
         ends)."""
         row, topic, fut = inflight[0]
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout=self.settings.publish_timeout
-                                   if timeout is None else timeout)
+            await wait_at_most(asyncio.shield(fut), self.settings.publish_timeout
+                               if timeout is None else timeout)
         except TimeoutError:
             self._ack_timed_out(topic)
         except PublishRejected:

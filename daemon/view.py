@@ -37,6 +37,7 @@ from tablesense.daemon.messages import (
     decode_message,
 )
 from tablesense.daemon.mqtt import NODELAY
+from tablesense.drivers.waits import wait_at_most
 
 __all__ = ["BetTally", "TableView", "plain_line", "public_filters", "render", "summary_lines", "watch"]
 
@@ -451,7 +452,7 @@ async def watch(host: str, port: int, *, prefix: str = "tablesense", table: str 
                             # state with the last card, the results) so the last frame is the final state.
                             left = finishing_since + _FINAL_MAX - loop.time()
                             try:
-                                m = await asyncio.wait_for(anext(messages), min(_FINAL_QUIET, max(left, 0)))
+                                m = await wait_at_most(anext(messages), min(_FINAL_QUIET, max(left, 0)))
                             except TimeoutError:
                                 show()
                                 return views

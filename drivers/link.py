@@ -46,6 +46,7 @@ from tablesense.drivers.backoff import Backoff
 from tablesense.drivers.events import DeviceEvent, DeviceState, LinkState
 from tablesense.drivers.protocols.base import Codec, CodecStats, SequenceGap, get_codec
 from tablesense.drivers.transports import ByteTransport, LinkLost, OpenError, open_transport
+from tablesense.drivers.waits import wait_at_most
 
 __all__ = ["DeviceLink"]
 
@@ -212,7 +213,7 @@ class DeviceLink:
                 finally:
                     self._transport = None
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(asyncio.shield(transport.close()), 5.0)
+                        await wait_at_most(asyncio.shield(transport.close()), 5.0)
                 if self._codec.stats.frames > frames_before:
                     backoff.reset()  # a connection that delivered a frame: start small again
                 _log.warning("link.lost", device=self.name, url=self.url, cause=cause,

@@ -46,6 +46,7 @@ import structlog
 
 from tablesense.daemon.cli import UsageError
 from tablesense.daemon.commands.monitor import parse_broker
+from tablesense.drivers.waits import wait_at_most
 
 __all__ = ["CONFIG_NAME", "DIR_PREFIX", "GAMES", "MARKER", "STOP_SIGNALS", "DemoStopped", "register", "run",
            "run_demo", "sweep_stale_dirs"]
@@ -339,7 +340,7 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
         await sim.wait_host(30)
         for _ in range(rounds):
             await sim.play_round()
-        await asyncio.wait_for(watcher, 30)
+        await wait_at_most(watcher, 30)
         if floor_demo is not None:  # --- floor ---
             await floor_demo.settle(config.table)
     finally:

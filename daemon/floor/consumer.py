@@ -55,6 +55,7 @@ from tablesense.daemon.floor.tracker import ReplayRequest, Tracker
 from tablesense.daemon.logging import get_logger
 from tablesense.daemon.mqtt import NODELAY
 from tablesense.drivers.backoff import Backoff
+from tablesense.drivers.waits import wait_at_most
 
 __all__ = ["JOURNALED_CHANNELS", "NOTIFY_CHANNEL", "FloorConsumer", "FloorSettings", "subscriptions"]
 
@@ -220,7 +221,7 @@ class FloorConsumer:
                 break
             delay = backoff.next_delay()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
+                await wait_at_most(self._stopping.wait(), delay)
 
     async def stop(self) -> None:
         """Stop after the batch in progress (its commit and acknowledgements)."""
@@ -306,7 +307,7 @@ class FloorConsumer:
             if self._stopping.is_set():
                 raise aiomqtt.MqttError("stopping with a batch not stored")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
+                await wait_at_most(self._stopping.wait(), delay)
 
     async def _commit(self, items: list[Incoming]) -> list[Outcome]:
         async def once() -> list[Outcome]:

@@ -19,6 +19,7 @@ from tablesense.daemon.floor.migrations import migrate
 from tablesense.daemon.floor.store import Database, DatabaseError, open_database
 from tablesense.daemon.floor.tracker import Tracker
 from tablesense.daemon.logging import get_logger
+from tablesense.drivers.waits import wait_at_most
 
 __all__ = ["FloorOptions", "FloorService"]
 
@@ -83,7 +84,7 @@ class FloorService:
             except Exception as exc:  # the audit must never take the floor down
                 log.critical("floor_audit_crashed", error=f"{type(exc).__name__}: {exc}", exc_info=True)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.options.audit_interval)
+                await wait_at_most(self._stopping.wait(), self.options.audit_interval)
 
     async def stop(self) -> None:
         """Stop everything and close the database connections."""
@@ -91,7 +92,7 @@ class FloorService:
         await self.consumer.stop()
         for t in self._tasks:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(t), 10)
+                await wait_at_most(asyncio.shield(t), 10)
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._stop_page is not None:

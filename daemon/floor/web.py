@@ -32,6 +32,7 @@ from tablesense.daemon.floor.store import Database, DatabaseError, open_database
 from tablesense.daemon.httpserve import serve_app
 from tablesense.daemon.logging import get_logger
 from tablesense.daemon.resources import data_path
+from tablesense.drivers.waits import wait_at_most
 
 __all__ = ["FloorPage", "page_model", "start_floor_page"]
 
@@ -191,7 +192,7 @@ class FloorPage:
                     continue
                 async with self._changed:
                     try:
-                        await asyncio.wait_for(self._changed.wait(), 15)
+                        await wait_at_most(self._changed.wait(), 15)
                     except TimeoutError:
                         await resp.write(b": keepalive\n\n")
         except (ConnectionResetError, asyncio.CancelledError):

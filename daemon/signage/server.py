@@ -41,6 +41,7 @@ from tablesense.daemon.logging import get_logger
 from tablesense.daemon.resources import data_path
 from tablesense.daemon.signage.view import SignageView
 from tablesense.drivers.backoff import Backoff
+from tablesense.drivers.waits import wait_at_most
 
 __all__ = ["SignageServer", "public_topics", "start_signage"]
 
@@ -212,7 +213,7 @@ class SignageServer:
                     continue
                 async with self._changed:
                     try:
-                        await asyncio.wait_for(self._changed.wait_for(partial(self._wake, sent)), KEEPALIVE_S)
+                        await wait_at_most(self._changed.wait_for(partial(self._wake, sent)), KEEPALIVE_S)
                     except TimeoutError:
                         await resp.write(b": keepalive\n\n")
         except (ConnectionResetError, asyncio.CancelledError):

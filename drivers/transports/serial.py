@@ -32,6 +32,7 @@ import serial
 import serial_asyncio_fast
 
 from tablesense.drivers.transports.base import LinkLost, OpenError, describe_os_error
+from tablesense.drivers.waits import wait_at_most
 
 __all__ = ["SerialLink", "open_serial"]
 
@@ -127,7 +128,7 @@ class SerialLink:
         if not self._transport.is_closing():
             self._transport.close()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._pipe.lost), _CLOSE_TIMEOUT)
+            await wait_at_most(asyncio.shield(self._pipe.lost), _CLOSE_TIMEOUT)
 
 
 def _open_error(url: str, exc: BaseException) -> OpenError:
