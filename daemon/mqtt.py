@@ -173,6 +173,10 @@ the broker gives a client 1.5 x keepalive, OASIS MQTT 5.0 §3.1.2.10)."""
 _LINK_TICK = 0.25
 """Seconds between two looks at the receive side."""
 
+SESSION_TASKS_STOP = 2.0
+"""Seconds a session's tasks get to end once it ends (cancelled); one still running then is logged at
+critical (``relay_task_stuck``) and left behind, so the relay reconnects whatever it waits for."""
+
 TAKEOVER_BACKOFF = (1.0, 30.0)
 """Reconnect delay after the session was taken over (0x8E): at least the first value, full jitter up to
 a ceiling doubling from 2 x the first to the second (seconds). The other instance decides meanwhile."""
@@ -1098,9 +1102,16 @@ class Relay:
         finally:
             for t in tasks:
                 t.cancel()
+            _, stuck = await asyncio.wait(tasks, timeout=SESSION_TASKS_STOP)
             for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError, _SteppedBack):
-                    await t
+                if t in stuck:  # never let one task keep the relay from reconnecting: left behind
+                    log.critical("relay_task_stuck", task=t.get_name(), seconds=SESSION_TASKS_STOP,
+                                 message=f"relay task {t.get_name()} did not end when its session ended; "
+                                         "left behind, the relay reconnects")
+                    continue
+                error = None if t.cancelled() else t.exception()
+                if error is not None and not isinstance(error, aiomqtt.MqttError | _SteppedBack):
+                    raise error
         if stepped is not None:
             await self._step_back(client, stepped, [])
             return

@@ -16,13 +16,16 @@ from collections import deque
 from typing import Any
 
 import pytest
-from test_mqtt_relay import MemoryOutbox, status
+import structlog
+from test_mqtt_relay import MemoryOutbox, broker, run_relay, settings, status
 
-from tablesense.daemon.mqtt import MqttSettings, Relay
+from tablesense.daemon.broker import MosquittoBroker
+from tablesense.daemon.mqtt import SESSION_TASKS_STOP, MqttSettings, Relay
 from tablesense.drivers.backoff import Backoff
 from tablesense.drivers.waits import wait_at_most
 
 pytestmark = pytest.mark.timeout(30)
+__all__ = ["broker"]  # the fixture, imported for the reconnect test
 
 
 def relay() -> tuple[Relay, MemoryOutbox]:
@@ -154,3 +157,34 @@ def test_no_loop_of_tablesense_waits_with_asyncio_wait_for() -> None:
                         isinstance(node.value, ast.Name) and node.value.id == "asyncio":
                     found.append(f"{path.relative_to(root)}:{node.lineno}")
     assert found == [], f"asyncio.wait_for (swallows a cancellation on Python 3.11) in {found}"
+
+
+async def test_a_session_task_that_will_not_end_does_not_keep_the_relay_from_reconnecting(
+        broker: MosquittoBroker) -> None:
+    """Second line of defence: whatever a task of the session waits for, the relay reconnects (after
+    :data:`SESSION_TASKS_STOP`) and says which task it left behind."""
+    s = settings(broker, "cancel-stuck")
+    r = Relay(s, MemoryOutbox(), status)
+    release = asyncio.Event()
+
+    async def stubborn_replayer(client: Any) -> None:
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await release.wait()
+
+    r._replayer = stubborn_replayer  # type: ignore[method-assign]
+    with structlog.testing.capture_logs() as logs:
+        task = await run_relay(r)
+        try:
+            assert r._client is not None
+            r._client.force_close()  # the link dies: the session ends and cancels its tasks
+            for _ in range(int((SESSION_TASKS_STOP + 5) / 0.02)):
+                if r.connects >= 2 and r.connected:
+                    break
+                await asyncio.sleep(0.02)
+            assert r.connects >= 2 and r.connected, "the relay did not reconnect"
+        finally:
+            release.set()
+            await r.stop(task)
+    [stuck] = [e for e in logs if e.get("event") == "relay_task_stuck"]
+    assert stuck["log_level"] == "critical" and stuck["task"] == "mqtt-replay"
