@@ -110,12 +110,14 @@ async def test_journal_disk_unwritable(rigs: Callable[..., Awaitable[Rig]]) -> N
     complete = sim.rounds[:stopped_after]
     results = {(g.body["shoe"], g.body["round"]) for g in rig.sub.first_of_each()
                if g.topic.endswith("/results")}
+    if partial is not None and (not partial.cards or partial.cards[-1] != holder["card"]):
+        # the card that found the disk full (never acknowledged, so not in the round as the dealer saw it)
+        # was resent after the restart and journaled (journaled == dealt above): it is in the round the
+        # daemon settled -- as its 4th card it decides the pair wagers, as its last it completes the round
+        # (where the disk fills depends on the rows' sizes). Otherwise that card was journaled and
+        # acknowledged (already in the round as dealt) and the disk filled at the pads' step after it.
+        partial.cards.append(holder["card"])
     if partial is not None and len(results) == len(complete) + 1:
-        # the card that found the disk full was the round's last: resent after the restart, it completed
-        # the round (where the disk fills depends on the rows' sizes); or that card was journaled and
-        # acknowledged (so already in the round as dealt) and the disk filled at the pads' step after it
-        if not partial.cards or partial.cards[-1] != holder["card"]:
-            partial.cards.append(holder["card"])
         complete, partial = [*complete, partial], None
     rig.verify("journal_unwritable", complete_rounds=complete, partial=partial,
                extra={"fsize_limit": LIMIT, "rounds_before_disk_full": stopped_after,
