@@ -444,7 +444,8 @@ class TsrefCodec:
       (:meth:`ack`), "accepted" means *acknowledged*: a repeat of a frame delivered but not
       acknowledged yet is delivered again (counted in ``resent``), because the host journals a frame
       before acknowledging it and its journaling may have failed (the host drops a resend it did
-      journal, by content);
+      journal, by content) -- but not a repeat decoded in the same :meth:`feed` call as the first
+      copy (the host has not seen that one yet): a duplicate;
     - a sequence jump: the event is delivered and a :class:`SequenceGap` queued for :meth:`take_gaps`;
     - over-long frames (> 128 bytes) and bytes outside frames: discarded up to the next ``$``.
     """
@@ -462,6 +463,8 @@ class TsrefCodec:
         self._pending: OrderedDict[int, bytes] = OrderedDict()
         """Frames delivered but not acknowledged yet, in delivery order: a repeat of one is delivered
         again (the host decides; its journaling may have failed), without a gap."""
+        self._fed_now: set[int] = set()
+        """Sequence numbers delivered by the current :meth:`feed` call (a repeat among them is dropped)."""
         self._acking = False
         """The host acknowledges frames (:meth:`ack` was called): from then on only acknowledged frames
         count as duplicates. Before, every delivered frame does (a host that only listens)."""
@@ -474,6 +477,7 @@ class TsrefCodec:
     def feed(self, data: bytes) -> list[DeviceEvent]:
         """Decode ``data``; return the events completed by it, in order. Never raises."""
         self._events = []
+        self._fed_now.clear()
         try:
             self._framer.feed(bytes(data))
         except Exception as exc:  # a codec bug must not take the driver down; count and carry on
@@ -595,8 +599,17 @@ class TsrefCodec:
             self._stats.duplicates += 1
             _log.info("codec.duplicate_frame", device=self.device, protocol=self.name, seq=seq)
             return False
-        if self._pending.get(seq) == body:  # resent before the host acknowledged it: the host decides
-            self._stats.resent += 1
+        if self._pending.get(seq) == body:
+            if seq in self._fed_now:
+                # its first copy is in this very batch: the host has not seen it, so cannot have failed
+                # to journal it; a device that resent before reading our AK (protocol §3) must not
+                # double a card, also for a host that acknowledges at once
+                self._stats.duplicates += 1
+                _log.info("codec.duplicate_frame", device=self.device, protocol=self.name, seq=seq,
+                          reason="repeated within one read, before the host saw the first")
+                return False
+            self._stats.resent += 1  # resent before the host acknowledged it: the host decides
+            self._fed_now.add(seq)
             return True
         last = self._last_seq
         if last is not None and seq != (last + 1) % SEQ_MODULUS:
@@ -613,6 +626,7 @@ class TsrefCodec:
             return True
         self._pending.pop(seq, None)
         self._pending[seq] = body
+        self._fed_now.add(seq)
         while len(self._pending) > DUPLICATE_WINDOW:
             self._pending.popitem(last=False)
         return True
