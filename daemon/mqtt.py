@@ -36,7 +36,8 @@ aiomqtt 2.5.1 specifics handled here:
 
 Duplicate instance (two live daemons for one table, docs/mqtt.md): the relay subscribes to its own
 table's ``status``. The instance started last keeps the table; the other steps back to ``standby``
-(publishes nothing but its status, answers no command, never reconnects until restarted): an instance
+(publishes nothing but its status, answers no command, never reconnects until restarted but to
+publish that ``standby`` if a first try was cut short: :data:`STANDBY_ANNOUNCE_TRIES`): an instance
 that was online before and finds, on reconnecting, the retained status ``online`` from another
 instance (any other instance id, also one of the same journal epoch: a spare whose disk was cloned from
 the table's holds a copy of its journal) published after its own ``online`` was taken over; one that
@@ -176,6 +177,11 @@ _LINK_TICK = 0.25
 SESSION_TASKS_STOP = 2.0
 """Seconds a session's tasks get to end once it ends (cancelled); one still running then is logged at
 critical (``relay_task_stuck``) and left behind, so the relay reconnects whatever it waits for."""
+
+STANDBY_ANNOUNCE_TRIES = 3
+"""Connections an instance that stepped back makes, at most, only to publish its ``standby`` status when
+the step back was cut short before the broker acknowledged it (each takes the session from the newer
+instance for a moment when they share a client id; :meth:`Relay.run`)."""
 
 TAKEOVER_BACKOFF = (1.0, 30.0)
 """Reconnect delay after the session was taken over (0x8E): at least the first value, full jitter up to
@@ -762,6 +768,9 @@ class Relay:
         self.mark_failures = 0
         self.crashes = 0
         self.standby: str | None = None
+        self.standby_announced = False
+        """The broker acknowledged this instance's ``standby`` status (after stepping back)."""
+        self._standby_tries = 0
         self.takeovers = 0
         self.dead_links = 0
         self.replayed = 0
@@ -902,11 +911,24 @@ class Relay:
         """Connect, publish, reconnect with backoff, until :meth:`stop`. Never raises (but for
         cancellation): an unexpected exception is logged at critical (``relay_crashed``, with the
         traceback) and the relay starts over after a backoff that grows with consecutive crashes. In
-        standby (a newer instance has the table) it stays disconnected until stopped."""
+        standby (a newer instance has the table) it stays disconnected until stopped, once its
+        ``standby`` status is acknowledged: a step back cut short before that (the newer instance, same
+        client id, took the session back at once) connects again after the takeover backoff just to
+        publish it, at most :data:`STANDBY_ANNOUNCE_TRIES` times, so the table's ``DUPLICATE_INSTANCE``
+        alarm is raised whatever the timing."""
         while not self._stopping.is_set():
             if self.standby is not None:
-                await self._stopping.wait()
-                break
+                if self.standby_announced or self._standby_tries >= STANDBY_ANNOUNCE_TRIES:
+                    await self._stopping.wait()
+                    break
+                self._standby_tries += 1
+                with contextlib.suppress(TimeoutError):
+                    await wait_at_most(self._stopping.wait(), self._takeover_backoff.next_delay())
+                if self._stopping.is_set():
+                    break
+                log.warning("mqtt_standby_announce", client_id=self.settings.client_id,
+                            instance=self.instance, attempt=self._standby_tries,
+                            message="the standby status was not acknowledged: connecting only to publish it")
             crashed = False
             v5 = self.protocol == "5"
             handshake_done = False
@@ -1068,6 +1090,9 @@ class Relay:
         back), republish retained state, then publish the outbox, answer commands, replay, and watch the
         receive side until the connection ends."""
         self._props = _publish_properties(v5)
+        if self.standby is not None:  # stepped back, standby not acknowledged yet: only that, then leave
+            await self._announce_standby(client)
+            return
         await self._subscribe(client, self.topics.status, v5)
         await self._subscribe(client, self.topics.cmd_filter, v5, as_published=True)
         # Mosquitto sends a subscription's retained messages right after its SUBACK, so whatever the
@@ -1208,14 +1233,24 @@ class Relay:
                           f"{info.other} (journal epoch {info.other_epoch}) publishes for table "
                           f"{self.settings.table} with client id {self.settings.client_id}; this one "
                           "publishes nothing until restarted")
+        await self._announce_standby(client)  # first: the newer instance may take the session back at once
         for m in early:
             name = self.topics.command_name(str(m.topic))
             if name is not None:
                 await self._answer(client, m, name, refusal=f"standby: tablesense instance {self.instance} "
                                    f"stepped back for instance {info.other}; send the command again")
-        with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+
+    async def _announce_standby(self, client: _AckClient) -> None:
+        """Publish our ``standby`` status (retained, QoS 1, at most 2 s); :attr:`standby_announced` once
+        acknowledged. Never raises ``MqttError``: :meth:`run` tries again on a new connection."""
+        try:
             await self._publish(client, self.topics.status, self._status_payload("standby"), 1, True,
                                 timeout=2.0)
+        except (aiomqtt.MqttError, TimeoutError) as exc:
+            log.warning("mqtt_standby_not_announced", client_id=self.settings.client_id,
+                        instance=self.instance, error=str(exc))
+        else:
+            self.standby_announced = True
 
     # -- the receive side ---------------------------------------------------------------------------
     async def _watch_link(self, client: _AckClient) -> None:
