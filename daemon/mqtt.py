@@ -518,6 +518,11 @@ def _coalesce(out: deque[Any]) -> None:
 _T = TypeVar("_T")
 
 
+class _ClosedBeforeConnack(aiomqtt.MqttError):
+    """The connection closed before the broker's CONNACK (a 3.1.1-only broker may close on a v5 CONNECT
+    instead of answering 0x84/0x01: :meth:`Relay.run` then tries the other protocol, as after a timeout)."""
+
+
 class _AckClient(aiomqtt.Client):
     """aiomqtt 2.5.1 client that keeps the MQTT v5 PUBACK reason code of each publish.
 
@@ -572,6 +577,10 @@ class _AckClient(aiomqtt.Client):
         if self.disconnect_reason is None:
             value = getattr(reason_code, "value", reason_code)
             self.disconnect_reason = int(value) if isinstance(value, int) else None
+        if not self._connected.done():
+            # closed before CONNACK (a broker going down, a network coming back and dropping the half-open
+            # attempt): fail the handshake now; aiomqtt 2.5.1 leaves it to the CONNACK timeout
+            self._connected.set_exception(_ClosedBeforeConnack("connection closed before CONNACK"))
         super()._on_disconnect(client, userdata, flags, reason_code, properties)
 
     async def _wait_for(self, fut: Awaitable[_T], timeout: float | None) -> _T:
@@ -962,7 +971,8 @@ class Relay:
                 # A broker that only speaks 3.1.1 may never answer a v5 CONNECT (amqtt 0.12 waits for more
                 # bytes): after a handshake timeout, alternate the protocol until one gets a CONNACK.
                 if (not handshake_done and self.settings.fallback and not self._v5_confirmed
-                        and self.settings.protocol == "5" and "timed out" in str(exc)):
+                        and self.settings.protocol == "5"
+                        and ("timed out" in str(exc) or isinstance(exc, _ClosedBeforeConnack))):
                     self.protocol = "3.1.1" if v5 else "5"
                     log.warning("mqtt_handshake_timeout_switching_protocol", protocol=self.protocol)
             except Exception as exc:  # never die silently: the outbox would stay unpublished

@@ -15,6 +15,7 @@ import contextlib
 from collections import deque
 from typing import Any
 
+import aiomqtt
 import pytest
 import structlog
 from test_mqtt_relay import MemoryOutbox, broker, run_relay, settings, status
@@ -188,3 +189,31 @@ async def test_a_session_task_that_will_not_end_does_not_keep_the_relay_from_rec
             await r.stop(task)
     [stuck] = [e for e in logs if e.get("event") == "relay_task_stuck"]
     assert stuck["log_level"] == "critical" and stuck["task"] == "mqtt-replay"
+
+
+async def test_a_connection_closed_before_connack_fails_the_attempt_at_once() -> None:
+    """A half-open attempt dropped when the network comes back (or a broker that closes before CONNACK)
+    ends the attempt when the socket closes, not after the CONNACK timeout: the relay's next try is then
+    only its backoff away (the dead-link test's bound, missed under load: 3 s of CONNACK wait + 5 s)."""
+    from tablesense.daemon.mqtt import _AckClient
+
+    async def accept_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)  # the CONNECT arrived; answer nothing, then drop the connection
+        await asyncio.sleep(0.2)
+        writer.transport.abort()
+
+    server = await asyncio.start_server(accept_then_close, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = _AckClient("127.0.0.1", port, identifier="t", timeout=30.0)
+    client._client.connect_timeout = 30.0
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        with pytest.raises(aiomqtt.MqttError, match="before CONNACK"):
+            async with asyncio.timeout(20):  # without the fix: the 30 s CONNACK wait, cut here
+                async with client:
+                    pass
+        assert loop.time() - started < 20
+    finally:
+        server.close()
+        await server.wait_closed()
