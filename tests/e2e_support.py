@@ -32,6 +32,21 @@ class Received(NamedTuple):
     retain: bool
 
 
+async def retained_body(broker: MosquittoBroker, topic: str, timeout: float = 5.0) -> dict[str, Any]:
+    """The JSON body of the message the broker keeps retained on ``topic`` (a fresh subscription's first
+    message, which must carry the retain flag); ``AssertionError`` when none came within ``timeout`` s."""
+    async with aiomqtt.Client(broker.host, broker.port) as c:
+        await c.subscribe(topic, qos=1)
+        try:
+            async with asyncio.timeout(timeout):
+                async for m in c.messages:
+                    assert m.retain, f"the first message on {topic} is not the retained one"
+                    return dict(json.loads(m.payload))  # type: ignore[arg-type]
+        except TimeoutError:
+            pass
+    raise AssertionError(f"no retained message on {topic}")
+
+
 @dataclass
 class Recorder:
     """A persistent-session MQTT v5 subscriber recording everything under ``filter``."""

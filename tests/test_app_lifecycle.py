@@ -5,14 +5,13 @@ broker restarting under a running daemon. Real Mosquitto, real ptys, the daemon 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 from pathlib import Path
 
 import aiomqtt
 import pytest
-from e2e_support import TABLESENSE, Daemon, Recorder, start_table
+from e2e_support import TABLESENSE, Daemon, Recorder, retained_body, start_table
 from test_e2e_games import check_settlements
 
 from tablesense.daemon.broker import MosquittoBroker, free_port, mosquitto_binary
@@ -31,14 +30,7 @@ def broker(tmp_path: Path) -> MosquittoBroker:
 
 
 async def retained_status(broker: MosquittoBroker, table: str) -> dict[str, object]:
-    async with aiomqtt.Client(broker.host, broker.port) as c:
-        await c.subscribe(f"tablesense/{table}/status", qos=1)
-        async with asyncio.timeout(5):
-            async for m in c.messages:
-                assert m.retain
-                body: dict[str, object] = json.loads(m.payload)  # type: ignore[arg-type]
-                return body
-    raise AssertionError("no retained status")
+    return await retained_body(broker, f"tablesense/{table}/status")
 
 
 async def acked_again(sim: SimTable, before: int, timeout: float = 30) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 import structlog
+from e2e_support import retained_body
 from faults.harness import LinkProxy, Subscriber, wait_until
 from test_command_hardening import live_round
 
@@ -113,13 +114,7 @@ async def stop(app: App, task: asyncio.Task[int]) -> None:
 
 
 async def retained_status(broker: MosquittoBroker) -> dict[str, Any]:
-    import aiomqtt
-    async with aiomqtt.Client(broker.host, broker.port) as c:
-        await c.subscribe("tb/t1/status", qos=1)
-        async with asyncio.timeout(10):
-            async for m in c.messages:
-                return dict(json.loads(m.payload))  # type: ignore[arg-type]
-    raise AssertionError("no retained status")
+    return await retained_body(broker, "tb/t1/status", timeout=10)
 
 
 @pytest.mark.parametrize("client_ids", [("table-t1", "table-t1"), ("tablesense-t1-a", "tablesense-t1-b")],

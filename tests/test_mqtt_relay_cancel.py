@@ -5,7 +5,8 @@ the receive task ended, the session cancelled its outbox task -- and that task, 
 same loop turn, swallowed the cancellation in ``asyncio.wait_for`` (Python 3.11, CPython gh-86296), went
 back to waiting for rows for ever, and the session never ended, so the relay never reconnected. The tests
 put the relay's waits in exactly that turn, deterministically: complete, then cancel, before the loop
-runs again.
+runs again. Also here: a connection attempt that closes before CONNACK ends at once (it waited for
+the CONNACK timeout), the other wait that kept the relay from coming back.
 """
 
 from __future__ import annotations

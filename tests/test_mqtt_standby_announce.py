@@ -17,6 +17,8 @@ from typing import Any
 import aiomqtt
 import pytest
 import structlog
+from e2e_support import retained_body
+from faults.harness import wait_until
 from test_mqtt_relay import MemoryOutbox, broker, settings
 
 from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
@@ -43,37 +45,19 @@ def stepped_back(broker: MosquittoBroker, table: str) -> Relay:
     return r
 
 
-async def retained_status(broker: MosquittoBroker, topic: str) -> dict[str, Any] | None:
-    async with aiomqtt.Client(broker.host, broker.port) as c:
-        await c.subscribe(topic, qos=1)
-        try:
-            async with asyncio.timeout(2):
-                async for m in c.messages:
-                    return dict(json.loads(m.payload))  # type: ignore[arg-type]
-        except TimeoutError:
-            return None
-    return None
-
-
-async def until(pred: Any, seconds: float = 10.0) -> None:
-    async with asyncio.timeout(seconds):
-        while not pred():
-            await asyncio.sleep(0.02)
-
-
 async def test_a_step_back_cut_short_publishes_its_standby_on_one_more_connection(
         broker: MosquittoBroker) -> None:
     r = stepped_back(broker, "SB1")
     with structlog.testing.capture_logs() as logs:
         task = asyncio.create_task(r.run())
         try:
-            await until(lambda: r.standby_announced)
+            await wait_until(lambda: r.standby_announced, 10, "the standby acknowledged")
             await asyncio.sleep(0.5)  # announced: it stays away (no reconnect loop)
             assert r.connects == 1 and not r.connected
         finally:
             await r.stop(task)
-    status = await retained_status(broker, "ts/SB1/status")
-    assert status is not None and status["state"] == "standby"
+    status = await retained_body(broker, "ts/SB1/status", timeout=2)
+    assert status["state"] == "standby"
     assert [e["attempt"] for e in logs if e["event"] == "mqtt_standby_announce"] == [1]
     assert r.delivered == 0 and r._journal.delivered == set()  # type: ignore[attr-defined]  # only its status
 
@@ -90,7 +74,8 @@ async def test_the_announcement_is_tried_a_bounded_number_of_times(broker: Mosqu
     r._publish = refused  # type: ignore[method-assign]
     task = asyncio.create_task(r.run())
     try:
-        await until(lambda: r.connects >= STANDBY_ANNOUNCE_TRIES and not r.connected)
+        await wait_until(lambda: r.connects >= STANDBY_ANNOUNCE_TRIES and not r.connected, 10,
+                         "every announcement tried")
         await asyncio.sleep(0.5)
         assert r.connects == STANDBY_ANNOUNCE_TRIES and not r.standby_announced
     finally:
