@@ -1618,13 +1618,14 @@ class Relay:
         acknowledgements. ``False`` when any was rejected. A timeout raises ``MqttError`` (the session
         ends)."""
         row, topic, fut = inflight[0]
-        try:
-            await wait_at_most(asyncio.shield(fut), self.settings.publish_timeout
-                               if timeout is None else timeout)
-        except TimeoutError:
-            self._ack_timed_out(topic)
-        except PublishRejected:
-            pass  # counted below
+        if not fut.done():  # mostly done already: no timer to arm and cancel
+            try:
+                await wait_at_most(asyncio.shield(fut), self.settings.publish_timeout
+                                   if timeout is None else timeout)
+            except TimeoutError:
+                self._ack_timed_out(topic)
+            except PublishRejected:
+                pass  # counted below
         acked: list[OutboxRowLike] = []
         ok = True
         while inflight and inflight[0][2].done():
