@@ -275,25 +275,25 @@ class DeviceLink:
             except LinkLost as exc:
                 return exc.cause
             received += len(chunk)
-            frames = self._codec.stats.frames
-            duplicates = self._codec.stats.duplicates
+            before = self._codec.stats  # a snapshot copy: one before and one after the chunk
             events = self._codec.feed(chunk)
+            after = self._codec.stats
             for gap in self._codec.take_gaps():
                 _log.warning("link.sequence_gap", device=self.name, expected=gap.expected, got=gap.got)
                 if self._on_gap is not None:
                     self._on_gap(gap)
-            if self._codec.stats.frames > frames:
+            if after.frames > before.frames:
                 last_frame = loop.time()
                 if stale:
                     stale = False
                     await self._set_state(LinkState.ONLINE, transport.description)
             elif (not warned_no_frames and received >= _NO_FRAMES_WARN_BYTES
-                  and self._codec.stats.frames == frames_at_open):
+                  and after.frames == frames_at_open):
                 warned_no_frames = True
                 _log.warning("link.no_valid_frames", device=self.name, url=self.url, bytes=received,
                              baud=self.baud, message=f"{self.name}: {received} bytes from {self.url} but no "
                              f"valid frame: wrong baud rate (configured {self.baud}) or wrong protocol?")
-            if self._codec.stats.duplicates > duplicates and self._last_acked is not None:
+            if after.duplicates > before.duplicates and self._last_acked is not None:
                 # A resent frame the host already has: our AK was probably lost (protocol §3).
                 self.reacks += 1
                 _log.debug("link.reack", device=self.name, seq=self._last_acked)
