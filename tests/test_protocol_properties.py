@@ -240,3 +240,42 @@ def test_wrong_baud_rates_yield_zero_events_and_count_garbage() -> None:
             s = codec.stats
             assert s.garbage_bytes + s.dropped > 0
         assert TsrefCodec(DEV).feed(faults.wrong_baud(data, 9600, 9600)) == events
+
+
+def _split_checked_reference(line: bytes) -> tuple[str, bytes | None, str | None]:
+    """The line check as first written (a byte at a time), kept to pin the table-driven one to it."""
+    from tablesense.drivers.protocols.tsref import crc8
+    core = line[:-1]
+    if core.endswith(b"\r"):
+        core = core[:-1]
+    if len(core) < 4 or core[-3] != 0x2A:
+        return "malformed", None, "no '*' checksum before the line end"
+    hh = core[-2:]
+    try:
+        given = int(hh.decode("ascii"), 16)
+    except (UnicodeDecodeError, ValueError):
+        return "malformed", None, "checksum is not two hex digits"
+    if not all(c in b"0123456789ABCDEFabcdef" for c in hh):
+        return "malformed", None, "checksum is not two hex digits"
+    body = core[1:-3]
+    if crc8(body) != given:
+        return "checksum", body, f"checksum {hh.decode('ascii')} != computed {crc8(body):02X}"
+    if any(b < 0x20 or b > 0x7E or b in (0x24, 0x2A) for b in body):
+        return "malformed", body, "non-printable or reserved byte in frame"
+    return "ok", body, None
+
+
+_LINE_BYTES = st.sampled_from([b"$", b"*", b"\r", b" ", b"+", b"-", b"0", b"7", b"a", b"F", b"g", b"Z", b",",
+                               b"\x00", b"\x1f", b"\x7f", b"\x80", b"\xff", b"\xc3\xa9", b"~"])
+
+
+@settings(max_examples=3000)
+@given(st.lists(_LINE_BYTES, max_size=12).map(b"".join), st.booleans(), st.sampled_from(
+    [None, *(f"{v:02X}".encode() for v in (0, 0x0F, 0xA5, 0xFF)), b"a5", b" F", b"+F", b"0x", b"G1"]))
+def test_the_line_check_agrees_with_its_first_byte_at_a_time_version(body: bytes, cr: bool,
+                                                                    checksum: bytes | None) -> None:
+    from tablesense.drivers.protocols.tsref import _split_checked, crc8
+    field = f"{crc8(body):02X}".encode() if checksum is None else checksum
+    for line in (b"$" + body + b"*" + field + (b"\r" if cr else b"") + b"\n", body + b"\n",
+                 b"$" + body + b"\n"):
+        assert _split_checked(line) == _split_checked_reference(line)

@@ -394,8 +394,16 @@ class _Framer:
                 self.on_line(line)
 
 
+_HEX_PAIRS = {f"{a}{b}".encode(): int(f"{a}{b}", 16)
+              for a in "0123456789ABCDEFabcdef" for b in "0123456789ABCDEFabcdef"}
+"""Each two-hex-digit checksum field (either case) and its value."""
+
+_BODY_BYTES = bytes(b for b in range(0x20, 0x7F) if b not in (0x24, 0x2A))
+"""The bytes a frame body may hold: printable ASCII but ``$`` and ``*`` (docs/protocol.md §2)."""
+
+
 def _split_checked(line: bytes) -> tuple[str, bytes | None, str | None]:
-    """Check a ``$...*HH[\\r]\\n`` line. Returns (verdict, body, why): verdict is ``"ok"``,
+    """Check a ``$...*HH[\r]\n`` line. Returns (verdict, body, why): verdict is ``"ok"``,
     ``"checksum"`` or ``"malformed"``."""
     core = line[:-1]
     if core.endswith(b"\r"):
@@ -403,16 +411,14 @@ def _split_checked(line: bytes) -> tuple[str, bytes | None, str | None]:
     if len(core) < 4 or core[-3] != 0x2A:
         return "malformed", None, "no '*' checksum before the line end"
     hh = core[-2:]
-    try:
-        given = int(hh.decode("ascii"), 16)
-    except (UnicodeDecodeError, ValueError):
-        return "malformed", None, "checksum is not two hex digits"
-    if not all(c in b"0123456789ABCDEFabcdef" for c in hh):
+    given = _HEX_PAIRS.get(hh)
+    if given is None:
         return "malformed", None, "checksum is not two hex digits"
     body = core[1:-3]
-    if crc8(body) != given:
-        return "checksum", body, f"checksum {hh.decode('ascii')} != computed {crc8(body):02X}"
-    if any(b < 0x20 or b > 0x7E or b in (0x24, 0x2A) for b in body):
+    computed = crc8(body)
+    if computed != given:
+        return "checksum", body, f"checksum {hh.decode('ascii')} != computed {computed:02X}"
+    if body.translate(None, _BODY_BYTES):  # what is left is not allowed in a body
         return "malformed", body, "non-printable or reserved byte in frame"
     return "ok", body, None
 
