@@ -84,6 +84,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -145,6 +146,16 @@ RESEND_WAIT = 3.0
 """Seconds a frame numbered ahead of the next one due is held back, waiting for the device to resend
 the missing one (protocol §3: a device resends what no ``AK`` covers within 1 s). Then the frames held
 back are applied with the gap (``SEQUENCE_GAP``)."""
+
+_R = TypeVar("_R")
+
+SLOW_COMMIT = 0.02
+"""Seconds: a journal commit on the event loop that took longer (a slow or failing disk, an fsync that
+stalls) moves the commits to a worker thread for :data:`SLOW_COMMIT_HOLD` seconds
+(:meth:`App._commit`)."""
+
+SLOW_COMMIT_HOLD = 600.0
+"""Seconds the commits stay in a worker thread after a slow one; then they are tried on the loop again."""
 
 GROUP_MAX = 256
 """Most device items taken off the queue into one group commit (:meth:`App._process_devices`)."""
@@ -377,6 +388,9 @@ class App:
         self.links: dict[str, DeviceLink] = {}
         self._stop = asyncio.Event()
         self._commit_lock = asyncio.Lock()
+        self._commits_in_thread_until = 0.0  # time.monotonic(): after a slow commit (App._commit)
+        self.slow_commits = 0
+        """Commits on the event loop that took longer than :data:`SLOW_COMMIT` seconds."""
         self.command_limit = CommandRateLimit(
             config.mqtt.command_rate if command_rate is None else command_rate,
             config.mqtt.command_burst if command_burst is None else command_burst)
@@ -630,10 +644,10 @@ class App:
         try:
             if len(staged) == 1:
                 inp, emits, _ = staged[0]
-                groups = [await asyncio.to_thread(metrics.timed(self.journal.append), inp, emits)]
+                groups = [await self._commit(self.journal.append, inp, emits)]
             else:
-                groups = await asyncio.to_thread(metrics.timed(self.journal.append_many),
-                                                 [(inp, emits) for inp, emits, _ in staged])
+                groups = await self._commit(self.journal.append_many,
+                                            [(inp, emits) for inp, emits, _ in staged])
         except Exception as exc:  # any failure of the journaling step: none of them was journaled
             self._group_failed(staged, exc)
             return False
@@ -646,6 +660,34 @@ class App:
             finally:
                 self._staged = saved
         return True
+
+    async def _commit(self, append: Callable[..., _R], *args: Any) -> _R:
+        """Run a journal commit (``append(*args)``: :meth:`Journal.append` or :meth:`Journal.append_many`)
+        and return what it returns, raising what it raises; timed into the commit metric.
+
+        On the event loop itself: a commit is an fsync and a few SQLite statements, and in a worker
+        thread it has to take Python's interpreter lock back from the busy loop at each statement and
+        at the fsync (measured on a 2-core VM: 3-5x the CPU of the same commit alone, about a third of
+        the daemon's CPU a round; benchmarks/bench_latency.py, docs/performance.md). Every input waits
+        for its commit anyway (journal before publish, acknowledgement after commit), so the loop loses
+        only what it would have done beside it. A commit that takes longer than :data:`SLOW_COMMIT`
+        (a slow or failing disk) is logged (``journal_commit_slow``) and moves the commits to a worker
+        thread for :data:`SLOW_COMMIT_HOLD` seconds, so that such a disk does not stall the devices'
+        reads and the relay at every commit."""
+        timed = metrics.timed(append)
+        if time.monotonic() < self._commits_in_thread_until:
+            return await asyncio.to_thread(timed, *args)
+        started = time.monotonic()
+        try:
+            return timed(*args)
+        finally:
+            took = time.monotonic() - started
+            if took > SLOW_COMMIT:
+                self.slow_commits += 1
+                self._commits_in_thread_until = time.monotonic() + SLOW_COMMIT_HOLD
+                log.warning("journal_commit_slow", seconds=round(took, 3), hold_s=SLOW_COMMIT_HOLD,
+                            message=f"a journal commit took {took * 1000:.0f} ms: commits run in a worker "
+                                    f"thread for the next {SLOW_COMMIT_HOLD:.0f} s (slow disk?)")
 
     def _group_failed(self, staged: list[tuple[TimedInput, list[Emit], bool]], exc: Exception) -> None:
         """A group commit failed: as :meth:`_journal_failed` for its first input (status, one alarm per
@@ -1130,7 +1172,7 @@ class App:
                 return await self._flush_staged()  # maintenance starts after the round it is due at
             return True
         try:
-            rows = await asyncio.to_thread(metrics.timed(self.journal.append), inp, emits)
+            rows = await self._commit(self.journal.append, inp, emits)
         except Exception as exc:  # any failure of the journaling step: the input was not journaled
             self._journal_failed(inp, exc)
             return False

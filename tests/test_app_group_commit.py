@@ -1,5 +1,5 @@
 """Group commit: device inputs that arrive together are applied in order and journaled in ONE
-transaction (one fsync, one worker-thread hop) before any of them is acknowledged; a failed group
+transaction (one fsync) before any of them is acknowledged; a failed group
 commit acknowledges none of them and leaves the machine equal to its journal's replay.
 
 No broker is needed: acknowledgements are read from ``App.last_ack`` (what the links would send).
