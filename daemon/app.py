@@ -10,9 +10,10 @@ One asyncio loop, independent tasks, data flowing one way:
   ONE transaction *before* anything is published (the transactional outbox, docs/journal.md), then
   acknowledges the frame to the device; items that queued up while the previous commit ran are taken
   together and committed in one transaction (group commit, :meth:`App._process_devices`), none of them
-  acknowledged before it; the append (with its fsync) runs in a worker thread so the relay keeps
-  publishing meanwhile, and the committed rows are handed to the relay (:meth:`Relay.notify`), which
-  is woken only when there is something to publish (docs/performance.md);
+  acknowledged before it; the group's append (with its fsync) runs on the event loop while the disk is
+  quick and the journal's lock free, else in a worker thread (:meth:`App._commit`), and the committed rows
+  are handed to the relay (:meth:`Relay.notify`), which is woken only when there is something to
+  publish (docs/performance.md);
 * commands from the broker (``cmd/{name}``) are machine inputs too, handled the same way and answered
   with the machine's :class:`~daemon.table.CommandReply`; one lock around "machine, then journal" keeps
   device events and commands in the same order in both;
@@ -149,10 +150,11 @@ back are applied with the gap (``SEQUENCE_GAP``)."""
 
 _R = TypeVar("_R")
 
-SLOW_COMMIT = 0.02
-"""Seconds: a journal commit on the event loop that took longer (a slow or failing disk, an fsync that
-stalls) moves the commits to a worker thread for :data:`SLOW_COMMIT_HOLD` seconds
-(:meth:`App._commit`)."""
+SLOW_COMMIT = 0.25
+"""Seconds: a group commit on the event loop that took longer (a slow or failing disk, an fsync that
+stalls; far above a quick disk's commit, about 1 ms, and above what the other threads' turns with the
+interpreter lock add to it) moves the group commits to a worker thread for :data:`SLOW_COMMIT_HOLD`
+seconds (:meth:`App._commit`)."""
 
 SLOW_COMMIT_HOLD = 600.0
 """Seconds the commits stay in a worker thread after a slow one; then they are tried on the loop again."""
@@ -598,7 +600,7 @@ class App:
     async def _process_devices(self, items: Sequence[DeviceEvent | DeviceState]) -> bool:
         """Group commit: take ``items`` (in arrival order) through intake under one hold of the commit
         lock, the machine applying each as today, and journal all their inputs in ONE transaction (one
-        fsync, one worker-thread hop) before any of them is acknowledged. ``True`` when every item was
+        fsync) before any of them is acknowledged. ``True`` when every item was
         applied and journaled (:meth:`_process_device`'s meaning for one item).
 
         A commit that fails leaves the journal without any of the group's inputs: the machine is rebuilt
@@ -662,32 +664,45 @@ class App:
         return True
 
     async def _commit(self, append: Callable[..., _R], *args: Any) -> _R:
-        """Run a journal commit (``append(*args)``: :meth:`Journal.append` or :meth:`Journal.append_many`)
-        and return what it returns, raising what it raises; timed into the commit metric.
+        """Run a group commit of device inputs (``append(*args)``: :meth:`Journal.append` or
+        :meth:`Journal.append_many`) and return what it returns, raising what it raises; timed into the
+        commit metric.
 
-        On the event loop itself: a commit is an fsync and a few SQLite statements, and in a worker
-        thread it has to take Python's interpreter lock back from the busy loop at each statement and
-        at the fsync (measured on a 2-core VM: 3-5x the CPU of the same commit alone, about a third of
-        the daemon's CPU a round; benchmarks/bench_latency.py, docs/performance.md). Every input waits
-        for its commit anyway (journal before publish, acknowledgement after commit), so the loop loses
-        only what it would have done beside it. A commit that takes longer than :data:`SLOW_COMMIT`
-        (a slow or failing disk) is logged (``journal_commit_slow``) and moves the commits to a worker
-        thread for :data:`SLOW_COMMIT_HOLD` seconds, so that such a disk does not stall the devices'
-        reads and the relay at every commit."""
+        On the event loop itself when the journal's lock is free (:meth:`Journal.lock_if_free`): a commit
+        is an fsync and a few SQLite statements, and in a worker thread it has to take Python's
+        interpreter lock back from the busy loop at each statement and at the fsync. Measured on a
+        2-core VM (docs/performance.md): with the commits in a worker thread, the threads spent 13.5-14.4
+        ms of CPU a round against 3.2-3.3 ms with them on the loop, the daemon 31-34 ms a round against
+        26-27 ms. Every device input waits for its commit anyway (journal before publish, acknowledgement
+        after commit), so the loop gives up only what it would have done beside it. When another thread
+        holds the lock (a maintenance step, a recall or replay read) the commit goes to a worker thread
+        and waits there, not on the loop. A commit on the loop that takes longer than
+        :data:`SLOW_COMMIT` (a slow or failing disk) is logged (``journal_commit_slow``) and sends the
+        commits to a worker thread for :data:`SLOW_COMMIT_HOLD` seconds; a commit that never returns
+        (a hung disk) stops the loop, and with it the systemd watchdog's pings: systemd restarts the
+        daemon (docs/reliability.md)."""
+        assert self.journal is not None
         timed = metrics.timed(append)
-        if time.monotonic() < self._commits_in_thread_until:
-            return await asyncio.to_thread(timed, *args)
-        started = time.monotonic()
-        try:
-            return timed(*args)
-        finally:
-            took = time.monotonic() - started
-            if took > SLOW_COMMIT:
-                self.slow_commits += 1
-                self._commits_in_thread_until = time.monotonic() + SLOW_COMMIT_HOLD
-                log.warning("journal_commit_slow", seconds=round(took, 3), hold_s=SLOW_COMMIT_HOLD,
-                            message=f"a journal commit took {took * 1000:.0f} ms: commits run in a worker "
-                                    f"thread for the next {SLOW_COMMIT_HOLD:.0f} s (slow disk?)")
+        if time.monotonic() >= self._commits_in_thread_until:
+            with self.journal.lock_if_free() as free:
+                if free:
+                    started = time.monotonic()
+                    try:
+                        return timed(*args)
+                    finally:
+                        self._check_commit_time(time.monotonic() - started)
+        return await asyncio.to_thread(timed, *args)
+
+    def _check_commit_time(self, took: float) -> None:
+        """After a commit on the loop: one slower than :data:`SLOW_COMMIT` sends the commits to a worker
+        thread for :data:`SLOW_COMMIT_HOLD` seconds (logged, counted in :attr:`slow_commits`)."""
+        if took <= SLOW_COMMIT:
+            return
+        self.slow_commits += 1
+        self._commits_in_thread_until = time.monotonic() + SLOW_COMMIT_HOLD
+        log.warning("journal_commit_slow", seconds=round(took, 3), hold_s=SLOW_COMMIT_HOLD,
+                    message=f"a journal commit took {took * 1000:.0f} ms on the event loop: commits run in a "
+                            f"worker thread for the next {SLOW_COMMIT_HOLD:.0f} s (slow disk?)")
 
     def _group_failed(self, staged: list[tuple[TimedInput, list[Emit], bool]], exc: Exception) -> None:
         """A group commit failed: as :meth:`_journal_failed` for its first input (status, one alarm per
@@ -1157,9 +1172,11 @@ class App:
         log.info("journal_pruned", rows=deleted)
 
     async def _journal(self, inp: TimedInput, emits: Iterable[Emit], *, counted: bool = True) -> bool:
-        """Append ``inp`` and its messages in one transaction, in a worker thread so the loop (and the
-        relay publishing earlier rows) is not blocked by the fsync; callers hold ``_commit_lock``, so
-        inputs reach the machine and the journal in the same order."""
+        """Append ``inp`` and its messages in one transaction, staged for the group commit of device
+        inputs (:meth:`_flush_staged`), else (a command, a tick, an input after a failed write) in a
+        worker thread, so the loop keeps reading devices meanwhile: a card that arrives during a flood of
+        commands still goes before the flood's tail (:meth:`_lock_after_devices`); callers hold
+        ``_commit_lock``, so inputs reach the machine and the journal in the same order."""
         assert self.journal is not None and self.relay is not None
         emits = list(emits)
         if self._staged is not None and self._outage is None:
@@ -1172,7 +1189,7 @@ class App:
                 return await self._flush_staged()  # maintenance starts after the round it is due at
             return True
         try:
-            rows = await self._commit(self.journal.append, inp, emits)
+            rows = await asyncio.to_thread(metrics.timed(self.journal.append), inp, emits)
         except Exception as exc:  # any failure of the journaling step: the input was not journaled
             self._journal_failed(inp, exc)
             return False

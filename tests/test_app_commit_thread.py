@@ -4,6 +4,7 @@ Either way an input is acknowledged only after its commit and the machine equals
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -48,6 +49,7 @@ def commits_seen(app: App, monkeypatch: pytest.MonkeyPatch, delay: float = 0.0) 
 
 async def test_commits_run_on_the_event_loop_while_the_disk_is_quick(
         app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app_module, "SLOW_COMMIT", 10.0)  # "quick", also on a loaded machine
     on_loop = commits_seen(app, monkeypatch)
     assert await app._process_devices([IDENT, ShoeStatus(SHOE, 1, ShoeStatusKind.NEW_SHOE), *bets(1)])
     assert await app._process_devices(bets(6))
@@ -58,7 +60,8 @@ async def test_commits_run_on_the_event_loop_while_the_disk_is_quick(
 
 async def test_a_slow_commit_moves_the_commits_to_a_worker_thread_for_a_while(
         app: App, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    on_loop = commits_seen(app, monkeypatch, delay=app_module.SLOW_COMMIT * 2)
+    monkeypatch.setattr(app_module, "SLOW_COMMIT", 0.02)
+    on_loop = commits_seen(app, monkeypatch, delay=0.04)
     assert await app._process_devices([IDENT, ShoeStatus(SHOE, 1, ShoeStatusKind.NEW_SHOE), *bets(1)])
     assert on_loop == [True]  # the slow one ran on the loop: measured, then the next ones go to a thread
     assert app.slow_commits == 1
@@ -73,3 +76,39 @@ async def test_a_slow_commit_moves_the_commits_to_a_worker_thread_for_a_while(
     assert await app._process_devices(bets(11))
     assert on_loop == [True, False, True] and app.slow_commits == 1
     assert app.last_ack == {SHOE: 1, PADS: 15} and equals_replay(app)
+
+
+async def test_a_commit_goes_to_a_worker_thread_while_another_thread_holds_the_journal(
+        app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A maintenance step (or a recall read) holds the journal's lock: the commit waits for it in a
+    worker thread, never on the loop, and is not taken for a slow disk."""
+    assert app.journal is not None
+    monkeypatch.setattr(app_module, "SLOW_COMMIT", 10.0)
+    on_loop = commits_seen(app, monkeypatch)
+    held, release = threading.Event(), threading.Event()
+
+    def maintenance_step() -> None:
+        assert app.journal is not None
+        with app.journal._lock:
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=maintenance_step)
+    holder.start()
+    try:
+        assert held.wait(5)
+        commit = asyncio.create_task(app._process_devices(
+            [IDENT, ShoeStatus(SHOE, 1, ShoeStatusKind.NEW_SHOE), *bets(1)]))
+        ticks = 0
+        while not on_loop:  # the loop keeps running while the commit waits for the lock
+            await asyncio.sleep(0.01)
+            ticks += 1
+            assert ticks < 500
+        await asyncio.sleep(0.05)
+        assert not commit.done()
+    finally:
+        release.set()
+        holder.join()
+    assert await commit
+    assert on_loop == [False] and app.slow_commits == 0
+    assert app.last_ack == {SHOE: 1, PADS: 5} and equals_replay(app)

@@ -914,6 +914,19 @@ class Journal:
         finally:
             self._lock.release()
 
+    @contextlib.contextmanager
+    def lock_if_free(self) -> Iterator[bool]:
+        """Hold the journal's lock for the ``with`` block when it is free now: yields ``True`` (appends
+        inside it take the same, re-entrant, lock without waiting), or ``False`` at once when another
+        thread holds it (a maintenance step, a recall or replay read), nothing held. For the app, which
+        commits on the event loop only when that costs no wait for the lock (``App._commit``)."""
+        got = self._lock.acquire(blocking=False)
+        try:
+            yield got
+        finally:
+            if got:
+                self._lock.release()
+
     def marks_due(self) -> bool:
         """Acknowledgements are waiting to be sealed (:data:`MARK_BATCH` of them, or the oldest waited
         :data:`MARK_DELAY` seconds): :meth:`flush_marks` records them."""
