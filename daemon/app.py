@@ -1139,7 +1139,8 @@ class App:
         """Start the journal's maintenance (:meth:`Journal.prune`: archive, retention, space) in the
         background once :data:`PRUNE_EVERY_ROUNDS` rounds completed. It runs in a worker thread beside
         the inputs, never awaited by them: each of its steps holds the journal lock for a few
-        milliseconds at most, so no settlement waits for it (benchmarks/bench_journal.py)."""
+        milliseconds at most, and a commit that finds the lock held waits for that one step in a worker
+        thread, never on the loop (:meth:`_commit`; benchmarks/bench_journal.py)."""
         if self._rounds_since_prune >= PRUNE_EVERY_ROUNDS:
             self._start_prune()
 

@@ -11,7 +11,8 @@ Counted where they happen (one call each, no other code in those modules):
 * :func:`journaled` (:class:`daemon.app.App`, after an input and its messages are journaled): inputs by
   device and kind; settlements, stakes and players' net by wager; commission; alarms raised by code;
   the open holds of the round in play; and, for a card, the moment it arrived;
-* :func:`timed` (around :meth:`Journal.append`, in the worker thread): the journal commit time;
+* :func:`timed` (around :meth:`Journal.append` and :meth:`Journal.append_many`, on the event loop or in a
+  worker thread, ``App._commit``): the journal commit time;
 * :func:`published` (:class:`daemon.mqtt.Relay`, when the broker acknowledged rows): the card-to-publish
   latency, from the card's arrival to the PUBACK of the first message it caused.
 
@@ -94,7 +95,7 @@ ALARMS = Counter("tablesense_alarms", "Alarms raised, by code and severity.", ["
 HOLDS = Gauge("tablesense_open_holds", "Alarm codes holding the round in play (0: not held).", ["table"],
               registry=REGISTRY)
 COMMIT = Histogram("tablesense_journal_commit_seconds", "Time to journal one input and its messages "
-                   "(one SQLite transaction with fsync), in the worker thread.", ["table"],
+                   "(one SQLite transaction with fsync; a group commit counts once).", ["table"],
                    buckets=_COMMIT_BUCKETS, registry=REGISTRY)
 CARD_TO_PUBLISH = Histogram("tablesense_card_to_publish_seconds", "From a card's arrival to the broker's "
                             "acknowledgement of the first message it caused.", ["table"],

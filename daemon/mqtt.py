@@ -529,8 +529,9 @@ def _success_puback(client: paho.Client, cmd: str) -> MQTTErrorCode | None:
     into a fresh ``ReasonCode`` and ``Properties`` (the reason code twice) before calling
     ``on_publish``, about a tenth of the relay's event-loop time in a settlement burst; this passes the
     same values (shared, never modified: the relay and aiomqtt only read them) to the same
-    ``_do_on_publish`` under the same lock. Returns ``None`` for any other packet, which paho's own
-    ``_handle_pubackcomp`` then handles (a failure code, properties, PUBCOMP, a malformed packet)."""
+    ``_do_on_publish`` under the same lock (paho's debug line "Received PUBACK" is not logged for
+    them). Returns ``None`` for any other packet, which paho's own ``_handle_pubackcomp`` then handles
+    (a failure code, properties, PUBCOMP, a malformed packet)."""
     packet = client._in_packet["packet"]
     size = len(packet)
     if cmd != "PUBACK" or not 2 <= size <= 4:
@@ -1515,8 +1516,8 @@ class Relay:
 
         One connection sends PUBLISH packets in order and the broker forwards them in order (OASIS MQTT
         5.0 §4.6), so a window keeps the order while not waiting a round trip per message; rows are
-        marked delivered in row order as their acknowledgements arrive, the rows acknowledged together in
-        one worker-thread call (:meth:`_settle_head`). Any ``MqttError`` ends the
+        marked delivered in row order as their acknowledgements arrive, the rows acknowledged together
+        recorded at once (:meth:`_settle_head`, :meth:`_mark_rows`). Any ``MqttError`` ends the
         session (the next one starts again from the first undelivered row).
         """
         after = 0

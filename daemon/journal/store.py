@@ -890,7 +890,7 @@ class Journal:
     def try_mark_delivered(self, row_ids: Sequence[int]) -> bool | None:
         """:meth:`mark_delivered` for each of ``row_ids`` when that costs no wait: ``True`` when recorded
         (in memory; :meth:`marks_due` tells when to seal them with :meth:`flush_marks`), ``None``
-        (nothing done) when the journal lock is held (an append or maintenance in a worker thread: try
+        (nothing done) when the journal lock is held (maintenance or a read in a worker thread: try
         again once it is released), ``False`` (nothing done) when a row was not appended by this process
         (:meth:`mark_delivered_many` asks the file). For the relay, from the event loop: its
         acknowledgements are recorded without a worker-thread hop, and never by blocking the loop.
