@@ -671,10 +671,11 @@ class App:
         On the event loop itself when the journal's lock is free (:meth:`Journal.lock_if_free`): a commit
         is an fsync and a few SQLite statements, and in a worker thread it has to take Python's
         interpreter lock back from the busy loop at each statement and at the fsync. Measured on a
-        2-core VM (docs/performance.md): with the commits in a worker thread, the threads spent 13.5-14.4
-        ms of CPU a round against 3.2-3.3 ms with them on the loop, the daemon 31-34 ms a round against
-        26-27 ms. Every device input waits for its commit anyway (journal before publish, acknowledgement
-        after commit), so the loop gives up only what it would have done beside it. When another thread
+        2-core VM (docs/performance.md "Commits on the loop"): with the commits in a worker thread, the
+        worker threads spent 13-13.5 ms of CPU a round against 3.7 ms with them on the loop, the daemon
+        32-34 ms a round against 28-29 ms. Every device input waits for its commit anyway (journal
+        before publish, acknowledgement after commit), so the loop gives up only what it would have done
+        beside it. When another thread
         holds the lock (a maintenance step, a recall or replay read) the commit goes to a worker thread
         and waits there, not on the loop. A commit on the loop that takes longer than
         :data:`SLOW_COMMIT` (a slow or failing disk) is logged (``journal_commit_slow``) and sends the
