@@ -63,10 +63,13 @@ DIR_PREFIX = "tablesense-demo-"
 
 GAMES = ("baccarat", "ez-baccarat", "blackjack", "uth")
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-"""Signals that end the demo like Ctrl-C does (SIGINT is asyncio's own): everything it started is
-stopped and its temporary directory removed. Without a handler their default action would kill the
-process at once and leave the private broker running (adopted by init) and the directory behind."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals that end the demo: everything it started is stopped and its temporary directory removed.
+Without a handler the default action of SIGTERM and SIGHUP would kill the process at once and leave the
+private broker running (adopted by init) and the directory behind. Ctrl-C (SIGINT) is handled the same
+way, through the event loop, instead of by ``asyncio.run``'s own handler: that one cancels from inside
+whatever Python code the signal interrupts, and a second Ctrl-C raises ``KeyboardInterrupt`` in the
+middle of the clean-up (CI once saw the demo still running 20 s after a Ctrl-C)."""
 
 
 class DemoStopped(Exception):
@@ -204,11 +207,11 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
     ``metrics_port``: serve the daemon's Prometheus metrics on ``127.0.0.1:metrics_port`` (0: a free
     port; the address is in the banner); the retained health message is published in any case.
 
-    SIGTERM and SIGHUP (:data:`STOP_SIGNALS`) cancel the demo like Ctrl-C; everything is cleaned up
-    and :class:`DemoStopped` raised (a second signal during the clean-up is ignored, so it completes).
+    SIGINT, SIGTERM and SIGHUP (:data:`STOP_SIGNALS`) cancel the demo; everything is cleaned up and
+    :class:`DemoStopped` raised (a second signal during the clean-up is ignored, so it completes).
 
     Raises :class:`UsageError` when no broker can be started or reached, or the signage port cannot be
-    bound; :class:`DemoStopped` when stopped by SIGTERM or SIGHUP.
+    bound; :class:`DemoStopped` when stopped by one of :data:`STOP_SIGNALS`.
     """
     import aiomqtt
 
