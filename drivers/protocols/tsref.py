@@ -403,7 +403,7 @@ _BODY_BYTES = bytes(b for b in range(0x20, 0x7F) if b not in (0x24, 0x2A))
 
 
 def _split_checked(line: bytes) -> tuple[str, bytes | None, str | None]:
-    """Check a ``$...*HH[\r]\n`` line. Returns (verdict, body, why): verdict is ``"ok"``,
+    """Check a ``$...*HH[\\r]\\n`` line. Returns (verdict, body, why): verdict is ``"ok"``,
     ``"checksum"`` or ``"malformed"``."""
     core = line[:-1]
     if core.endswith(b"\r"):
