@@ -218,13 +218,36 @@ def _iso(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _after_shoes(state: State, entry: int, shoes: Sequence[Any]) -> dict[str, Any]:
+class _Working:
+    """The fields of :class:`State` that most inputs change, kept mutable while a batch is chained (one
+    tuple and one dict built per transaction instead of per input): ``spots`` maps ``(device, spot)`` to
+    the entry of its latest ``SpotChanged``, in the order of those changes (``State.spots``), ``devices``
+    each device's latest seq."""
+
+    __slots__ = ("devices", "spots")
+
+    def __init__(self, state: State) -> None:
+        self.spots: dict[tuple[str, str], int] = {(d, s): e for d, s, e in state.spots}
+        self.devices: dict[str, int] = dict(state.devices)
+
+    def spot_rows(self) -> tuple[tuple[str, str, int], ...]:
+        """``State.spots`` as it stands now."""
+        return tuple((d, s, e) for (d, s), e in self.spots.items())
+
+    def state(self, state: State) -> State:
+        """``state`` with the batch's pads and device numbers."""
+        return msgspec.structs.replace(state, spots=self.spot_rows(), devices=self.devices)
+
+
+def _after_shoes(state: State, entry: int, shoes: Sequence[Any], spots: tuple[tuple[str, str, int], ...]
+                 ) -> dict[str, Any]:
     """Shoe bookkeeping after input ``entry`` whose messages carry the shoe numbers ``shoes``: the input
-    whose messages first carry a new shoe number started that shoe (the machine's judgement). Returns
-    the changed :class:`State` fields (the pads as they stood are snapshotted at each new shoe)."""
+    whose messages first carry a new shoe number started that shoe (the machine's judgement). ``spots``:
+    ``State.spots`` before this input. Returns the changed :class:`State` fields (the pads as they stood
+    are snapshotted at each new shoe)."""
     current, anchor, replay_anchor, replay_shoe = (state.shoe, state.shoe_anchor, state.replay_anchor,
                                                    state.replay_shoe)
-    spots, anchor_spots, replay_spots = state.spots, state.anchor_spots, state.replay_spots
+    anchor_spots, replay_spots = state.anchor_spots, state.replay_spots
     for shoe in shoes:
         if shoe is None or shoe == current:
             continue
@@ -756,12 +779,14 @@ class Journal:
             out: list[list[OutboxRow]] = []
             pending: list[tuple[int, str | None]] = []
             blocks: list[Block] = []
+            work = _Working(state)
             for (kind, payload), (device, device_seq), ts, inp, emits in encoded:
-                state, rows, block = self._add_input(batch, state, kind, payload, device, device_seq, ts, inp,
-                                                     emits, pending)
+                state, rows, block = self._add_input(batch, state, work, kind, payload, device, device_seq,
+                                                     ts, inp, emits, pending)
                 out.append(rows)
                 if block is not None:
                     blocks.append(block)
+            state = work.state(state)
             self._commit(conn, batch, state, pending=pending, marks=marks, blocks=blocks)
             self._committed(state, marked)
             for rows in out:
@@ -771,10 +796,13 @@ class Journal:
                         self._unacked.add(row.seq)
         return out
 
-    def _add_input(self, batch: _Batch, state: State, kind: str, payload: bytes, device: str | None,
-                   device_seq: int | None, ts: str, inp: TimedInput, emits: Sequence[Emit],
-                   pending: list[tuple[int, str | None]]) -> tuple[State, list[OutboxRow], Block | None]:
-        """Chain one input and its messages onto ``batch``; the state after it and the block it closes."""
+    def _add_input(self, batch: _Batch, state: State, work: _Working, kind: str, payload: bytes,
+                   device: str | None, device_seq: int | None, ts: str, inp: TimedInput,
+                   emits: Sequence[Emit], pending: list[tuple[int, str | None]]
+                   ) -> tuple[State, list[OutboxRow], Block | None]:
+        """Chain one input and its messages onto ``batch``; the state after it and the block it closes.
+        The pads and device numbers are kept in ``work`` (:class:`_Working`) until the batch ends: the
+        returned state's ``spots`` and ``devices`` are those before the batch."""
         entry = batch.entry_row(lambda e: InputRow(e, ts, kind, payload)).entry
         rows: list[OutboxRow] = []
         closing: tuple[Any, Any] | None = None
@@ -801,15 +829,18 @@ class Journal:
                 if message_schema(message) in ROUND_COMPLETE_SCHEMAS:
                     closing = key
             shoes.append(getattr(message, "shoe", None))
-        changes = _after_shoes(state, entry, shoes)
-        spots = state.spots
-        if isinstance(inp.event, SpotChanged):
-            spot_key = (inp.event.device, inp.event.spot)
-            spots = (*(s for s in spots if (s[0], s[1]) != spot_key), (*spot_key, entry))
-        devices = state.devices
+        if any(shoe is not None and shoe != state.shoe for shoe in shoes):  # a new shoe (rare)
+            state = msgspec.structs.replace(state, round=current,
+                                            **_after_shoes(state, entry, shoes, work.spot_rows()))
+        elif current != state.round:
+            state = msgspec.structs.replace(state, round=current)
+        event = inp.event
+        if isinstance(event, SpotChanged):
+            key = (event.device, event.spot)
+            work.spots.pop(key, None)  # the latest change of each spot last: the order of the changes
+            work.spots[key] = entry
         if device is not None and device_seq is not None:
-            devices = {**devices, device: device_seq}
-        state = msgspec.structs.replace(state, round=current, devices=devices, spots=spots, **changes)
+            work.devices[device] = device_seq
         state, block = self._after_batch(state, batch, ts, closing)
         return state, rows, block
 
