@@ -552,6 +552,52 @@ def _success_puback(client: paho.Client, cmd: str) -> MQTTErrorCode | None:
     return MQTTErrorCode.MQTT_ERR_SUCCESS
 
 
+_READ_AHEAD = 65536
+"""Bytes :class:`_ReadAhead` asks the socket for at once."""
+
+
+class _ReadAhead:
+    """paho's socket reads through one buffer: paho 2.x reads a packet's fixed header a byte at a time
+    (``_packet_read``: the type byte, each Remaining Length byte, then the rest), one ``recv`` system call
+    each, so a burst of n 4-byte PUBACKs costs about 3n calls. This takes what the socket holds (up to
+    :data:`_READ_AHEAD` bytes) in one call through paho's own ``_sock_recv`` (which turns an SSL
+    want-read into ``BlockingIOError``) and hands paho the bytes it asks for from memory; the buffer is
+    dropped when paho's socket changes (a new connection). Installed as the client's ``_sock_recv`` by
+    :class:`_AckClient`, whose ``loop_read`` reads on while :meth:`pending` (bytes already taken from
+    the socket raise no readiness event)."""
+
+    __slots__ = ("_client", "_data", "_pos", "_recv", "_sock")
+
+    def __init__(self, client: paho.Client) -> None:
+        self._client = client
+        self._recv = client._sock_recv
+        self._sock: object = None
+        self._data = b""
+        self._pos = 0
+
+    def pending(self) -> bool:
+        """Bytes of the current connection read from the socket and not yet handed to paho."""
+        return self._pos < len(self._data) and self._client._sock is self._sock
+
+    def recv(self, bufsize: int) -> bytes:
+        """At most ``bufsize`` bytes, as ``socket.recv``: ``b""`` at the end of the stream, and what the
+        socket raises (``BlockingIOError`` when nothing is there) once the buffer is empty."""
+        sock = self._client._sock
+        if sock is not self._sock:
+            self._sock, self._data, self._pos = sock, b"", 0
+        if self._pos >= len(self._data):
+            data = self._recv(max(bufsize, _READ_AHEAD))
+            if len(data) <= bufsize:
+                return data
+            self._data, self._pos = data, 0
+        start = self._pos
+        self._pos = end = min(start + bufsize, len(self._data))
+        out = self._data[start:end]
+        if end >= len(self._data):
+            self._data, self._pos = b"", 0
+        return out
+
+
 _T = TypeVar("_T")
 
 
@@ -586,11 +632,16 @@ class _AckClient(aiomqtt.Client):
         self.max_packet_size: int | None = None
         """The Maximum Packet Size of the broker's v5 CONNACK (bytes), ``None`` when it sent none."""
         paho_read = self._client.loop_read
+        ahead = _ReadAhead(self._client)
+        self._client._sock_recv = ahead.recv  # type: ignore[method-assign]
 
         def loop_read(max_packets: int = 1) -> MQTTErrorCode:
             # aiomqtt calls this only when the socket is readable: bytes (or EOF) arrived
             self.rx_at = time.monotonic()
-            return paho_read(max_packets)
+            rc = paho_read(max_packets)
+            while rc == MQTTErrorCode.MQTT_ERR_SUCCESS and ahead.pending():
+                rc = paho_read(max_packets)  # paho stopped at its packet count with bytes read ahead
+            return rc
 
         self._client.loop_read = loop_read  # type: ignore[method-assign]
         paho = self._client
