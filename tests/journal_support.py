@@ -332,15 +332,18 @@ def _sealed(directory: Path, key: bytes | None) -> tuple[list[Any], set[int]]:
     return snap.rows, snap.pending
 
 
-def forge(directory: Path, change: Callable[[Any], Any]) -> int:
+def forge(directory: Path, change: Callable[[Any], Any], pack: Callable[[Any], bytes] | None = None) -> int:
     """What a person with the journal file but not the key can do to its rows: decode every stored row
     (raw or archived: the formats are public), pass it to ``change``, and store what it returns (a new row,
-    or the same to keep it) re-encoded and, for archives, recompressed -- everything that can be
-    recomputed without the key. Returns the number of rows changed. The hints (keyed) stay as they were."""
+    or the same to keep it) re-encoded and, for archives, recompressed (with ``pack``, default
+    ``pack_unit``) -- everything that can be recomputed without the key. Returns the number of rows
+    changed. The hints (keyed) stay as they were."""
     import sqlite3
 
     from tablesense.daemon.journal import blocks as bk
     from tablesense.daemon.journal.seal import MessageRow, decode_row, encode_row, pack_unit, unpack_unit
+
+    pack = pack or pack_unit
 
     conn = sqlite3.connect(directory / "journal.sqlite")
     changed = 0
@@ -371,7 +374,7 @@ def forge(directory: Path, change: Callable[[Any], Any]) -> int:
                 packed.append((bid, hints[bid], [b for b, r in mine if not isinstance(r, MessageRow)],
                                [(r.channel, b) for b, r in mine if isinstance(r, MessageRow)]))
             conn.execute("DELETE FROM archive WHERE id BETWEEN ? AND ?", bk.archive_keys(unit))
-            conn.executemany("INSERT INTO archive VALUES (?, ?)", bk.archive_rows(unit, pack_unit(packed)))
+            conn.executemany("INSERT INTO archive VALUES (?, ?)", bk.archive_rows(unit, pack(packed)))
         conn.commit()
     finally:
         conn.close()

@@ -1,6 +1,8 @@
-"""The preset dictionary of the journal's archives (RFC 1950 "preset dictionary", zlib ``zdict``).
+"""The preset dictionary of the journal's archives: a Zstandard raw-content dictionary (RFC 8878 §5)
+for the units written now, and the zlib ``zdict`` (RFC 1950 "preset dictionary") of the deflate units
+earlier versions wrote.
 
-Deflate compresses a block's rows much better when it may refer to typical rows it has not seen in the
+A compressor does much better on a block's rows when it may refer to typical rows it has not seen in the
 block itself: field names, schema names, a floor record and a scoreboard of a 17-spot baccarat table.
 These bytes were made once by ``python tests/journal_support.py`` (rows of simulated rounds) and are
 FROZEN: every archive records the :data:`ZDICT_ID` it was compressed with, and a journal written with
@@ -69,7 +71,7 @@ SHA256 = "ae5d8be530afbc052142ce3e6771b82f19deb57825352ede168d558dc64db1cb"
 SIZE = 30498
 
 ZDICT: bytes = zlib.decompress(base64.b64decode("".join(_PACKED)))
-"""The dictionary (at most 32 KiB: deflate's window)."""
+"""The dictionary (at most 32 KiB: deflate's window, for the units written with deflate)."""
 
 if hashlib.sha256(ZDICT).hexdigest() != SHA256 or len(ZDICT) != SIZE:  # pragma: no cover - a broken install
     raise ImportError("tablesense journal dictionary 1 is corrupt (its SHA-256 does not match)")
