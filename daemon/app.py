@@ -1133,8 +1133,7 @@ class App:
     @property
     def maintenance_idle(self) -> bool:
         """No prune is running or due (tests measure what the journal keeps once it is idle)."""
-        running = self._prune_task is not None and not self._prune_task.done()
-        return not running and self._rounds_since_prune < PRUNE_EVERY_ROUNDS
+        return not self._pruning() and self._rounds_since_prune < PRUNE_EVERY_ROUNDS
 
     async def _prune_if_due(self) -> None:
         """Start the journal's maintenance (:meth:`Journal.prune`: archive, retention, space) in the
@@ -1145,9 +1144,13 @@ class App:
         if self._rounds_since_prune >= PRUNE_EVERY_ROUNDS:
             self._start_prune()
 
+    def _pruning(self) -> bool:
+        """The journal's maintenance is running (:meth:`_start_prune`)."""
+        return self._prune_task is not None and not self._prune_task.done()
+
     def _start_prune(self) -> None:
         """Start :meth:`_prune` unless it is running (the due rounds wait for its end) or no journal."""
-        if self.journal is None or (self._prune_task is not None and not self._prune_task.done()):
+        if self.journal is None or self._pruning():
             return
         self._rounds_since_prune %= PRUNE_EVERY_ROUNDS  # keeps the phase: due every 10th round
         self._prune_task = asyncio.create_task(self._prune(self.journal), name="journal-prune")
@@ -1187,8 +1190,11 @@ class App:
             # that is written
             self._staged.append((inp, emits, counted))
             self._staged_rounds += sum(message_schema(e.message) in ROUND_COMPLETE_SCHEMAS for e in emits)
-            if self._rounds_since_prune + self._staged_rounds >= PRUNE_EVERY_ROUNDS:
-                return await self._flush_staged()  # maintenance starts after the round it is due at
+            if (self._rounds_since_prune + self._staged_rounds >= PRUNE_EVERY_ROUNDS
+                    and not self._pruning()):
+                # maintenance starts after the round it is due at; while one runs, nothing would start
+                # (the next starts when it ends): the group goes on, not one commit per input
+                return await self._flush_staged()
             return True
         try:
             rows = await asyncio.to_thread(metrics.timed(self.journal.append), inp, emits)

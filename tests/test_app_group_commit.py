@@ -188,3 +188,30 @@ async def test_a_failed_group_keeps_its_later_frames_behind_the_first_for_a_devi
         assert equals_replay(a)
     finally:
         a.journal.close()
+
+
+async def test_inputs_stay_grouped_while_the_journal_maintenance_runs(
+        app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Maintenance due while the previous one still runs (a table dealing faster than it archives):
+    the group is still ONE commit. Flushing each input alone to start maintenance at once would start
+    nothing (one runs) and cost a commit per input, which slows the maintenance further."""
+    import tablesense.daemon.app as app_module
+
+    assert await app._process_devices([IDENT, ShoeStatus(SHOE, 1, ShoeStatusKind.NEW_SHOE), *bets(1)])
+    assert app.journal is not None
+    release = asyncio.Event()
+    app._prune_task = asyncio.create_task(release.wait())  # a maintenance still running
+    app._rounds_since_prune = app_module.PRUNE_EVERY_ROUNDS  # and the next one due
+    real_many = app.journal.append_many
+    groups: list[int] = []
+
+    def many(items: Any) -> Any:
+        groups.append(len(items))
+        return real_many(items)
+
+    monkeypatch.setattr(app.journal, "append_many", many)
+    assert await app._process_devices(bets(6))
+    assert groups == [5]
+    assert app.last_ack[PADS] == 10 and equals_replay(app)
+    release.set()
+    await app._prune_task
