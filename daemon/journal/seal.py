@@ -26,9 +26,8 @@ verified alone, and consecutive blocks must join. :data:`UNIT_BLOCKS` consecutiv
 archived together as ONE compressed blob (:func:`pack_unit`: one Zstandard frame, RFC 8878, with the
 preset dictionary of :mod:`daemon.journal.zdict` as raw content; units archived before that are raw
 deflate, RFC 1951, with the same dictionary, and are still read): a round's scoreboard then costs only
-what it adds to the
-previous round's, and a round's facts are stored compactly instead of one SQLite row per input and
-message.
+what it adds to the previous round's, and a round's facts are stored compactly instead of one SQLite row
+per input and message.
 """
 
 from __future__ import annotations
