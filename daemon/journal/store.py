@@ -47,6 +47,7 @@ from tablesense.daemon.journal.seal import (
     BLOCK_MAX_ENTRIES,
     UNIT_BLOCKS,
     InputRow,
+    Linker,
     MarkRow,
     MessageRow,
     PruneRow,
@@ -55,7 +56,6 @@ from tablesense.daemon.journal.seal import (
     encode_row,
     genesis,
     hint,
-    link,
     pack_unit,
     seal,
 )
@@ -275,8 +275,8 @@ def _merge_ranges(seqs: Iterable[int]) -> tuple[tuple[int, int], ...]:
 class _Batch:
     """Rows of one transaction being chained from the current head (append, mark flush, prune)."""
 
-    def __init__(self, key: bytes, state: State) -> None:
-        self.key = key
+    def __init__(self, linker: Linker, state: State) -> None:
+        self.linker = linker
         self.entry = state.entry
         self.seq = state.last_seq
         self.link = state.head
@@ -286,7 +286,7 @@ class _Batch:
         self.new_bytes = 0
 
     def add(self, blob: bytes) -> bytes:
-        self.link = link(self.key, self.link, blob)
+        self.link = self.linker(self.link, blob)
         self.new_bytes += len(blob)
         return hint(self.link)
 
@@ -348,6 +348,7 @@ class Journal:
         if max_size is not None and max_size < 1 << 20:
             raise ValueError(f"max_size must be at least 1 MiB, got {max_size}")
         self._key = load_key(DEFAULT_KEY_FILE) if key is None else bytes(key)
+        self._linker = Linker(self._key)
         if len(self._key) < 32:
             raise ValueError("the journal key must be at least 32 bytes")
         self._dir = Path(directory)
@@ -770,7 +771,7 @@ class Journal:
             self._check_files(conn)
             conn = self._db()
             state = self._state
-            batch = _Batch(self._key, state)
+            batch = _Batch(self._linker, state)
             marks: list[tuple[int, int]] = []
             marked: tuple[int, ...] = ()
             if self._marks_due():
@@ -876,7 +877,7 @@ class Journal:
             self._check_files(conn)
             conn = self._db()
             state = self._state
-            batch = _Batch(self._key, state)
+            batch = _Batch(self._linker, state)
             marked = tuple(self._marked)
             state, marks = self._take_marks(conn, batch, state)
             ts = _iso(self._marked_at) if self._marked_at else _now()
@@ -1376,9 +1377,10 @@ class Journal:
         way to appends every :data:`_YIELD_ROWS` rows (:meth:`_after_appends`)."""
         current = block.link_before
         rows: list[Row] = []
+        linker, label = self._linker, block.label
         for i, blob in enumerate(blobs):
-            current = link(self._key, current, blob)
-            rows.append(decode_row(blob, block.label))
+            current = linker(current, blob)
+            rows.append(decode_row(blob, label))
             if i % _YIELD_ROWS == _YIELD_ROWS - 1:
                 self._after_appends()
         if current != block.link_after:
@@ -1481,7 +1483,7 @@ class Journal:
         """Delete ``doomed`` blocks and chain a prune entry naming them, in one transaction."""
         ids = tuple(b.id for b in doomed)
         base = max(state.base, max(b.last_entry for b in doomed) + 1)
-        batch = _Batch(self._key, state)
+        batch = _Batch(self._linker, state)
         ts = _now()
         batch.entry_row(lambda e: PruneRow(e, ts, reason, ids, base))
         state = msgspec.structs.replace(state, base=base)
