@@ -153,11 +153,19 @@ _R = TypeVar("_R")
 SLOW_COMMIT = 0.25
 """Seconds: a group commit on the event loop that took longer (a slow or failing disk, an fsync that
 stalls; far above a quick disk's commit, about 1 ms, and above what the other threads' turns with the
-interpreter lock add to it) moves the group commits to a worker thread for :data:`SLOW_COMMIT_HOLD`
-seconds (:meth:`App._commit`)."""
+interpreter lock add to it) moves the group commits to a worker thread for a while (from
+:data:`SLOW_COMMIT_HOLD_FIRST` up to :data:`SLOW_COMMIT_HOLD` seconds, :meth:`App._check_commit_time`)."""
+
+SLOW_COMMIT_HOLD_FIRST = 10.0
+"""Seconds the commits stay in a worker thread after a slow one; then they are tried on the loop again.
+Each slow commit on the loop doubles the next hold, up to :data:`SLOW_COMMIT_HOLD`: a disk that stays
+slow stalls the loop at most once per hold (10, 20, 40 ... s, then every 10 minutes), while one hiccup
+of a good disk costs 10 s of commits in a thread, not 10 minutes (a commit in a worker thread costs
+several times its CPU: docs/performance.md)."""
 
 SLOW_COMMIT_HOLD = 600.0
-"""Seconds the commits stay in a worker thread after a slow one; then they are tried on the loop again."""
+"""The longest hold (seconds). A slow commit after a quiet spell this long (no slow commit on the loop)
+starts again at :data:`SLOW_COMMIT_HOLD_FIRST`."""
 
 GROUP_MAX = 256
 """Most device items taken off the queue into one group commit (:meth:`App._process_devices`)."""
@@ -391,6 +399,7 @@ class App:
         self._stop = asyncio.Event()
         self._commit_lock = asyncio.Lock()
         self._commits_in_thread_until = 0.0  # time.monotonic(): after a slow commit (App._commit)
+        self._slow_hold = SLOW_COMMIT_HOLD_FIRST  # the next hold (seconds), doubled by each slow commit
         self.slow_commits = 0
         """Commits on the event loop that took longer than :data:`SLOW_COMMIT` seconds."""
         self.command_limit = CommandRateLimit(
@@ -679,7 +688,7 @@ class App:
         holds the lock (a maintenance step, a recall or replay read) the commit goes to a worker thread
         and waits there, not on the loop. A commit on the loop that takes longer than
         :data:`SLOW_COMMIT` (a slow or failing disk) is logged (``journal_commit_slow``) and sends the
-        commits to a worker thread for :data:`SLOW_COMMIT_HOLD` seconds; a commit that never returns
+        commits to a worker thread for a while (:meth:`_check_commit_time`); a commit that never returns
         (a hung disk) stops the loop, and with it the systemd watchdog's pings: systemd restarts the
         daemon (docs/reliability.md)."""
         assert self.journal is not None
@@ -696,14 +705,21 @@ class App:
 
     def _check_commit_time(self, took: float) -> None:
         """After a commit on the loop: one slower than :data:`SLOW_COMMIT` sends the commits to a worker
-        thread for :data:`SLOW_COMMIT_HOLD` seconds (logged, counted in :attr:`slow_commits`)."""
+        thread for a hold of :data:`SLOW_COMMIT_HOLD_FIRST` seconds, doubled by each slow commit up to
+        :data:`SLOW_COMMIT_HOLD`, and back to the first after that long without one (logged, counted in
+        :attr:`slow_commits`)."""
         if took <= SLOW_COMMIT:
             return
+        now = time.monotonic()
+        if self.slow_commits and now - self._commits_in_thread_until > SLOW_COMMIT_HOLD:
+            self._slow_hold = SLOW_COMMIT_HOLD_FIRST  # a quiet spell since the last hold ended
+        hold = self._slow_hold
+        self._slow_hold = min(hold * 2, SLOW_COMMIT_HOLD)
         self.slow_commits += 1
-        self._commits_in_thread_until = time.monotonic() + SLOW_COMMIT_HOLD
-        log.warning("journal_commit_slow", seconds=round(took, 3), hold_s=SLOW_COMMIT_HOLD,
+        self._commits_in_thread_until = now + hold
+        log.warning("journal_commit_slow", seconds=round(took, 3), hold_s=hold,
                     message=f"a journal commit took {took * 1000:.0f} ms on the event loop: commits run in a "
-                            f"worker thread for the next {SLOW_COMMIT_HOLD:.0f} s (slow disk?)")
+                            f"worker thread for the next {hold:.0f} s (slow disk?)")
 
     def _group_failed(self, staged: list[tuple[TimedInput, list[Emit], bool]], exc: Exception) -> None:
         """A group commit failed: as :meth:`_journal_failed` for its first input (status, one alarm per

@@ -112,3 +112,31 @@ async def test_a_commit_goes_to_a_worker_thread_while_another_thread_holds_the_j
     assert await commit
     assert on_loop == [False] and app.slow_commits == 0
     assert app.last_ack == {SHOE: 1, PADS: 5} and equals_replay(app)
+
+
+def test_each_slow_commit_doubles_the_hold_and_a_quiet_spell_resets_it(
+        app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One hiccup of a good disk costs a short hold (10 s of commits in a thread, each costing several
+    times its CPU there), a disk that stays slow stalls the loop at most once per hold, the hold doubling
+    up to 10 minutes; after 10 minutes without a slow commit the next hold is short again."""
+
+    class Clock:
+        now = 5000.0
+
+        def monotonic(self) -> float:
+            return self.now
+
+    clock = Clock()
+    monkeypatch.setattr(app_module, "time", clock)
+    holds = []
+    for _ in range(8):  # slow every time it is tried on the loop again
+        app._check_commit_time(app_module.SLOW_COMMIT + 0.5)
+        holds.append(app._commits_in_thread_until - clock.now)
+        clock.now = app._commits_in_thread_until + 0.1  # the hold is over: the next commit on the loop
+    assert holds == [10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 600.0, 600.0]
+    assert app.slow_commits == 8
+    app._check_commit_time(app_module.SLOW_COMMIT - 0.01)  # a quick one changes nothing
+    assert app.slow_commits == 8
+    clock.now += app_module.SLOW_COMMIT_HOLD + 1  # a quiet spell
+    app._check_commit_time(1.0)
+    assert app._commits_in_thread_until - clock.now == 10.0 and app.slow_commits == 9
