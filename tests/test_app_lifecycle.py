@@ -5,6 +5,7 @@ broker restarting under a running daemon. Real Mosquitto, real ptys, the daemon 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -64,6 +65,15 @@ async def test_sigterm_exits_0_and_leaves_offline_retained(broker: MosquittoBrok
     assert (await retained_status(broker, config.table))["state"] == "offline"
     log = daemon.log.read_text()
     assert '"event":"daemon_stopped"' in log and '"event":"mqtt_offline_published"' in log
+    # start-up froze its heap (run.freeze_startup_heap) before serving: full collections while dealing
+    # no longer traverse it (docs/performance.md)
+    events = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    names = [e.get("event") for e in events]
+    assert "startup_heap_frozen" in names and "daemon_ready" in names
+    assert names.index("startup_heap_frozen") < names.index("daemon_ready")
+    frozen = events[names.index("startup_heap_frozen")]
+    assert frozen["objects"] > 10_000  # modules, config, the replayed machine: tens of thousands
+    assert 0 <= frozen["collect_ms"] < 5_000
 
 
 async def test_sigterm_during_reconnect_backoff(tmp_path: Path) -> None:
