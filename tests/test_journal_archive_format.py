@@ -6,6 +6,7 @@ damage, never decompressed blindly."""
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -16,14 +17,23 @@ from test_journal_seal import build, verify_cli
 from tablesense.daemon.journal import Journal, JournalDamaged, audit, load_key, open_for_recall
 from tablesense.daemon.journal import blocks as bk
 from tablesense.daemon.journal.seal import (
+    _ARCHIVE_DEFLATE,
     _ZSTD_DICT,
     InputRow,
     MessageRow,
+    _unit_plain,
     encode_row,
     pack_unit,
-    pack_unit_deflate,
     unpack_unit,
 )
+from tablesense.daemon.journal.zdict import ZDICT
+
+
+def pack_unit_deflate(blocks: list[tuple[int, bytes, list[bytes], list[tuple[str, bytes]]]]) -> bytes:
+    """``pack_unit`` as versions before Zstandard wrote it: raw deflate (RFC 1951, level 6) with the
+    same dictionary, behind format byte 1."""
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, zdict=ZDICT)
+    return bytes((_ARCHIVE_DEFLATE,)) + packer.compress(_unit_plain(blocks)) + packer.flush()
 
 
 def _units(directory: Path) -> dict[int, bytes]:

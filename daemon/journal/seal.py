@@ -248,14 +248,6 @@ def _compressor() -> zstandard.ZstdCompressor:
                                     write_checksum=False)
 
 
-def pack_unit_deflate(blocks: Sequence[tuple[int, bytes, Sequence[bytes], Sequence[tuple[str, bytes]]]]
-                      ) -> bytes:
-    """:func:`pack_unit` in the earlier format (:data:`_ARCHIVE_DEFLATE`), as journals archived before
-    Zstandard hold it; kept so that reading those stays tested."""
-    packer = zlib.compressobj(6, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, zdict=ZDICT)
-    return bytes((_ARCHIVE_DEFLATE,)) + packer.compress(_unit_plain(blocks)) + packer.flush()
-
-
 def _unit_bytes(data: bytes) -> bytes:
     """The plain bytes of an archive blob of either format; ``zlib.error`` or ``zstandard.ZstdError``
     when it is truncated, has trailing bytes or would decompress to more than
