@@ -46,7 +46,8 @@ stall_seconds``) is a journaled :class:`~daemon.table.inputs.Tick` the app adds 
 is due, so the pure machine raises ``DEAL_STALLED`` from replayable time.
 
 Retention: every :data:`PRUNE_EVERY_ROUNDS` completed rounds (a floor record journaled) the input task
-calls :meth:`Journal.prune` in a worker thread, after acknowledging the input that completed the round;
+starts the journal's maintenance (:meth:`App._maintain`: :meth:`Journal.maintenance` a step at a time on
+the event loop, device inputs first), after acknowledging the input that completed the round;
 the journal keeps the config's ``journal.retention_rounds`` (at least the current round and the 9
 before it for recall) and ``journal.retention_days``, every undelivered row and what replay needs.
 
@@ -139,6 +140,15 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 """Signals that stop the daemon cleanly (the current input finishes, ``offline`` is published). SIGHUP
 never stops it: ``tablesense run`` reloads the config on SIGHUP (:mod:`daemon.commands.run`)."""
 
+_MAINTENANCE_SLICE = 0.001
+"""Seconds of maintenance steps run back to back on the event loop before it looks at the devices again
+(:meth:`App._maintain`; a step already started is finished: about 1 ms at most)."""
+_MAINTENANCE_WAIT = 0.005
+"""The longest maintenance waits for device inputs to go first before its next slice (seconds): under a
+flood of inputs it still gets a slice every few milliseconds, about the share a worker thread gets of
+the interpreter (whose switch interval is 5 ms)."""
+_LOCK_RETRY = 0.0005
+"""Seconds between two looks when a maintenance step waits for inputs or for the journal's lock."""
 PRUNE_EVERY_ROUNDS = 10
 """Completed rounds between two :meth:`Journal.prune` calls (each deletes whole rounds in one
 transaction; pruning every round would only add work)."""
@@ -255,6 +265,11 @@ class StartupError(Exception):
 
 _second: tuple[int, str] = (-1, "")
 """The last whole second :func:`now_iso` formatted, and its text (most inputs share their second)."""
+
+
+def _completed(emits: Iterable[Emit]) -> int:
+    """How many rounds the messages ``emits`` complete (messages of :data:`ROUND_COMPLETE_SCHEMAS`)."""
+    return sum(message_schema(e.message) in ROUND_COMPLETE_SCHEMAS for e in emits)
 
 
 def now_iso() -> str:
@@ -1152,11 +1167,11 @@ class App:
         return not self._pruning() and self._rounds_since_prune < PRUNE_EVERY_ROUNDS
 
     async def _prune_if_due(self) -> None:
-        """Start the journal's maintenance (:meth:`Journal.prune`: archive, retention, space) in the
-        background once :data:`PRUNE_EVERY_ROUNDS` rounds completed. It runs in a worker thread beside
-        the inputs, never awaited by them: each of its steps holds the journal lock for a few
-        milliseconds at most, and a commit that finds the lock held waits for that one step in a worker
-        thread, never on the loop (:meth:`_commit`; benchmarks/bench_journal.py)."""
+        """Start the journal's maintenance (archive, retention, space) in the background once
+        :data:`PRUNE_EVERY_ROUNDS` rounds completed, never awaited by the inputs: a step at a time on the
+        event loop, device inputs going first (:meth:`_maintain`); all of it in a worker thread
+        (:meth:`Journal.prune`) while commits are sent there after a slow one (a slow disk,
+        :meth:`_check_commit_time`)."""
         if self._rounds_since_prune >= PRUNE_EVERY_ROUNDS:
             self._start_prune()
 
@@ -1182,7 +1197,10 @@ class App:
 
     async def _prune(self, journal: Journal) -> None:
         try:
-            deleted = await asyncio.to_thread(journal.prune)
+            if time.monotonic() < self._commits_in_thread_until:  # a slow disk: all of it beside the loop
+                deleted = await asyncio.to_thread(journal.prune)
+            else:
+                deleted = await self._maintain(journal)
         except (JournalUnwritable, JournalDamaged) as exc:
             log.error("journal_prune_failed", error=str(exc))
             return
@@ -1191,6 +1209,53 @@ class App:
             return
         self.prunes += 1
         log.info("journal_pruned", rows=deleted)
+
+    async def _maintain(self, journal: Journal) -> int:
+        """Run the journal's maintenance (:meth:`Journal.maintenance`) on the event loop, a step at a time,
+        device inputs first; then its WAL checkpoint (an fsync) in a worker thread. Returns the rows
+        retention deleted.
+
+        Why on the loop: in a worker thread, maintenance gives the interpreter lock up at every SQLite
+        statement and takes it back from the busy loop each time; measured on a 2-core VM
+        (docs/performance.md "Maintenance on the loop"), the daemon spent 0.85-1.0 ms of CPU a round on
+        maintenance in a worker thread against about 0.55 ms on the loop, and dealt 10% more rounds a
+        second. A step is short (one block verified, one archive unit compressed, one transaction of
+        page-cache writes without an fsync: about 1 ms at most); before each slice of them, the loop lets
+        device inputs that arrived go first (:meth:`_maintenance_turn`). A step that would wait for the
+        journal's lock (another thread reading or committing) waits off the loop instead, so the loop
+        never blocks on it. Steps run back to back for :data:`_MAINTENANCE_SLICE` seconds at a time."""
+        with journal.maintenance() as steps:
+            if steps is None:  # one is running already
+                return 0
+            while True:
+                await self._maintenance_turn()
+                with journal.lock_if_free() as free:
+                    if free:
+                        until = time.perf_counter() + _MAINTENANCE_SLICE
+                        try:
+                            next(steps)
+                            while time.perf_counter() < until:
+                                next(steps)
+                        except StopIteration as done:
+                            deleted: int = done.value
+                            break
+                        continue
+                await asyncio.sleep(_LOCK_RETRY)  # a reader or a command's commit holds it: a moment
+        if not self._stop.is_set():
+            await asyncio.to_thread(journal.checkpoint)
+        return deleted
+
+    async def _maintenance_turn(self) -> None:
+        """Before a maintenance step: let the loop take what the devices sent meanwhile (twice round the
+        loop: its reads, then the input task they wake), then wait while device inputs are queued or
+        being journaled, at most :data:`_MAINTENANCE_WAIT` seconds (so a flood of inputs cannot
+        postpone maintenance for ever)."""
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        deadline = time.monotonic() + _MAINTENANCE_WAIT
+        while ((not self.queue.empty() or self._commit_lock.locked() or self._devices_waiting)
+               and time.monotonic() < deadline):
+            await asyncio.sleep(_LOCK_RETRY)
 
     async def _journal(self, inp: TimedInput, emits: Iterable[Emit], *, counted: bool = True) -> bool:
         """Append ``inp`` and its messages in one transaction, staged for the group commit of device
@@ -1205,7 +1270,8 @@ class App:
             # input goes alone again, so the spell (JournalOutage) is journaled right after the first
             # that is written
             self._staged.append((inp, emits, counted))
-            self._staged_rounds += sum(message_schema(e.message) in ROUND_COMPLETE_SCHEMAS for e in emits)
+            if emits:  # most inputs (chips) emit nothing
+                self._staged_rounds += _completed(emits)
             if (self._rounds_since_prune + self._staged_rounds >= PRUNE_EVERY_ROUNDS
                     and not self._pruning()):
                 # maintenance starts after the round it is due at; while one runs, nothing would start
@@ -1230,7 +1296,9 @@ class App:
             self.relay.republish_status()
         self.inputs += counted
         metrics.journaled(inp, emits, rows)  # inputs, settlements, alarms, holds (daemon/metrics.py)
-        completed = sum(message_schema(e.message) in ROUND_COMPLETE_SCHEMAS for e in emits)
+        if not emits:  # most inputs (chips): nothing completed, no round to bind, no rows
+            return
+        completed = _completed(emits)
         if completed:
             self._rounds_since_prune += completed
             if self._rounds_since_prune >= PRUNE_EVERY_ROUNDS:  # starts a background task, awaits nothing

@@ -29,7 +29,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -185,10 +185,18 @@ def _outbox_row(row: MessageRow) -> OutboxRow:
 
 
 def message_schema(message: Any) -> str:
-    """The ``schema`` tag of a msgspec message Struct (its class name unless the model sets a tag)."""
-    config = getattr(type(message), "__struct_config__", None)
-    tag = getattr(config, "tag", None)
-    return str(tag) if tag is not None else type(message).__name__
+    """The ``schema`` tag of a msgspec message Struct (its class name unless the model sets a tag),
+    looked up once per message class (asked for every message journaled)."""
+    cls = type(message)
+    schema = _SCHEMAS.get(cls)
+    if schema is None:
+        config = getattr(cls, "__struct_config__", None)
+        tag = getattr(config, "tag", None)
+        schema = _SCHEMAS[cls] = str(tag) if tag is not None else cls.__name__
+    return schema
+
+
+_SCHEMAS: dict[type, str] = {}
 
 
 def message_round(message: Any) -> tuple[Any, Any] | None:
@@ -809,9 +817,10 @@ class Journal:
         closing: tuple[Any, Any] | None = None
         current = state.round
         shoes: list[Any] = []
+        prefix = f"{self._table}-{self._meta.epoch}-" if emits else ""
         for emit in emits:
             seq = batch.seq = batch.seq + 1
-            msg_id = f"{self._table}-{self._meta.epoch}-{seq}-{secrets.token_hex(4)}"
+            msg_id = f"{prefix}{seq}-{secrets.token_hex(4)}"
             message: Any
             if isinstance(emit.message, FloorRound):
                 message = msgspec.structs.replace(emit.message, seq=seq, msg_id=msg_id, chain_seq=seq - 1,
@@ -830,7 +839,7 @@ class Journal:
                 if message_schema(message) in ROUND_COMPLETE_SCHEMAS:
                     closing = key
             shoes.append(getattr(message, "shoe", None))
-        if any(shoe is not None and shoe != state.shoe for shoe in shoes):  # a new shoe (rare)
+        if shoes and any(shoe is not None and shoe != state.shoe for shoe in shoes):  # a new shoe (rare)
             state = msgspec.structs.replace(state, round=current,
                                             **_after_shoes(state, entry, shoes, work.spot_rows()))
         elif current != state.round:
@@ -1246,18 +1255,55 @@ class Journal:
         INCREMENTAL``).
         """
         with self._maintenance:
-            self.flush_marks()
-            self._archive_closed()
-            self._drop_archived_raw_rows()
-            deleted = self._apply_retention(now or datetime.now(UTC))
-            self._vacuum()
-            self._checkpoint()
+            steps = self._steps(now)
+            while True:
+                try:
+                    next(steps)
+                except StopIteration as done:
+                    deleted: int = done.value
+                    break
+                self._after_appends()
+            self.checkpoint()
             return deleted
 
-    def _checkpoint(self) -> None:
+    @contextlib.contextmanager
+    def maintenance(self, now: datetime | None = None) -> Iterator[Generator[None, None, int] | None]:
+        """:meth:`prune` in steps, for a caller that runs them itself (the app, on its event loop):
+        ``with journal.maintenance() as steps:`` gives an iterator (``None`` when a maintenance is
+        running already), each ``next(steps)`` one step: a short statement or transaction under the
+        journal's lock, verifying or compressing one block or archive unit, a few milliseconds at most;
+        ``StopIteration.value`` is the number of rows retention deleted. The steps may be run from any
+        thread, one at a time, each holding the journal's (re-entrant) lock or not; ``with`` ends the
+        maintenance (leaving it early is safe: what is done stays done, the rest waits for the next). The
+        WAL checkpoint (:meth:`checkpoint`, an fsync of the journal file) is not a step: call it after
+        the last, from a worker thread."""
+        if not self._maintenance.acquire(blocking=False):
+            yield None
+            return
+        steps = self._steps(now)
+        try:
+            yield steps
+        finally:
+            steps.close()
+            self._maintenance.release()
+
+    def _steps(self, now: datetime | None) -> Generator[None, None, int]:
+        """The steps of :meth:`prune` but the checkpoint; returns the rows retention deleted."""
+        self.flush_marks()
+        yield
+        yield from self._archive_closed()
+        self._drop_archived_raw_rows()
+        yield
+        deleted = yield from self._apply_retention(now or datetime.now(UTC))
+        yield from self._vacuum()
+        return deleted
+
+    def checkpoint(self) -> None:
         """Copy the WAL into the journal file from a connection of its own, without the journal lock: a
         passive checkpoint never blocks the writer (https://www.sqlite.org/wal.html#ckpt). The writer's
-        next commit then restarts the WAL from its beginning."""
+        next commit then restarts the WAL from its beginning. The last part of :meth:`prune`; waits for
+        the disk (an fsync of the journal file). Raises :class:`JournalUnwritable` /
+        :class:`JournalDamaged` as an append does."""
         if self._stopping.is_set():
             return
         try:
@@ -1282,11 +1328,12 @@ class Journal:
         """Make a running :meth:`prune` return after its current step (shutdown; :meth:`close` does it)."""
         self._stopping.set()
 
-    def _archive_closed(self) -> None:
+    def _archive_closed(self) -> Generator[None, None, None]:
         """Archive closed blocks :data:`UNIT_BLOCKS` at a time (oldest first): read them a block per hold
         of the lock, verify and compress them without it, write the archive rows a few at a time, switch
         the blocks over in one short transaction, then delete the hot rows they replace a block at a
-        time. The rows and the chain do not change, only how they are stored."""
+        time. The rows and the chain do not change, only how they are stored. A generator of steps
+        (:meth:`maintenance`): it yields after each hold of the lock and each block verified."""
         while not self._stopping.is_set():
             with self._lock:
                 conn = self._db()
@@ -1303,6 +1350,7 @@ class Journal:
                 group.append(block)
             if len(group) < UNIT_BLOCKS:
                 return
+            yield
             raw = []
             for block in group:  # a block per hold of the lock (closed blocks change only here)
                 with self._lock:
@@ -1310,25 +1358,29 @@ class Journal:
                         raw.append(bk.block_blobs(self._db(), block))
                     except sqlite3.Error as exc:
                         raise classify_sqlite_error(exc, "archive") from None
+                yield
             parts = []
             for block, (blobs, hints) in zip(group, raw, strict=True):
-                rows = self._verify_blobs(block, blobs)
+                rows = yield from self._verify_blobs(block, blobs)
                 entries = [b for b, row in zip(blobs, rows, strict=True) if not isinstance(row, MessageRow)]
                 messages = [(row.channel, b) for b, row in zip(blobs, rows, strict=True)
                             if isinstance(row, MessageRow)]
                 parts.append((block.id, hints, entries, messages))
-                self._after_appends()
+                yield
             unit = group[0].id
             rows_of_unit = bk.archive_rows(unit, pack_unit(parts))
+            yield
             for i in range(0, len(rows_of_unit), 16):  # the parts a few at a time, then the switch
                 with self._lock:
                     self._write_quietly(self._db(), [("INSERT OR REPLACE INTO archive VALUES (?, ?)",
                                                       rows_of_unit[i:i + 16])], "archive")
+                yield
             with self._lock:
                 self._write_quietly(self._db(), [("UPDATE blocks SET unit = ? WHERE id BETWEEN ? AND ?",
                                                   [(unit, group[0].id, group[-1].id)])], "archive")
                 for block in group:
                     self._blocks_cache.pop(block.id, None)
+            yield
             for block in group:  # the hot rows they replace, a block per transaction
                 if self._stopping.is_set():
                     return
@@ -1338,6 +1390,7 @@ class Journal:
                         ("DELETE FROM outbox WHERE seq BETWEEN ? AND ?",
                          [(block.first_seq, block.last_seq)])],
                         "archive")
+                yield
 
     def _drop_archived_raw_rows(self) -> None:
         """Hot rows below the first block not archived yet belong to archived or deleted blocks (left by
@@ -1371,10 +1424,10 @@ class Journal:
                 conn.execute("ROLLBACK")
             raise classify_sqlite_error(exc, what) from None
 
-    def _verify_blobs(self, block: Block, blobs: list[bytes]) -> list[Row]:
+    def _verify_blobs(self, block: Block, blobs: list[bytes]) -> Generator[None, None, list[Row]]:
         """The decoded rows of ``block`` once their chain is recomputed (an altered block is never
-        archived: :class:`JournalDamaged` naming its first failing row). A background step: it gives
-        way to appends every :data:`_YIELD_ROWS` rows (:meth:`_after_appends`)."""
+        archived: :class:`JournalDamaged` naming its first failing row). A generator of steps: it yields
+        every :data:`_YIELD_ROWS` rows, so appends go between them (:meth:`maintenance`)."""
         current = block.link_before
         rows: list[Row] = []
         linker, label = self._linker, block.label
@@ -1382,7 +1435,7 @@ class Journal:
             current = linker(current, blob)
             rows.append(decode_row(blob, label))
             if i % _YIELD_ROWS == _YIELD_ROWS - 1:
-                self._after_appends()
+                yield
         if current != block.link_after:
             with self._lock:  # name the row
                 bk.verified_rows(self._db(), self._key, block)
@@ -1423,9 +1476,10 @@ class Journal:
                            "ORDER BY id DESC LIMIT 1 OFFSET ?", (nth - 1,)).fetchone()
         return int(row[0]) if row is not None else 0
 
-    def _apply_retention(self, now: datetime) -> int:
+    def _apply_retention(self, now: datetime) -> Generator[None, None, int]:
         """Delete blocks retention no longer needs, oldest first, whole archive units only, at most
-        at most :data:`PRUNE_BATCH` blocks (one unit) per locked transaction."""
+        at most :data:`PRUNE_BATCH` blocks (one unit) per locked transaction. A generator of steps (one
+        transaction each); returns the rows deleted."""
         deleted = 0
         while not self._stopping.is_set():
             with self._lock:
@@ -1449,8 +1503,9 @@ class Journal:
                     with contextlib.suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
                     raise classify_sqlite_error(exc, "prune") from None
+            yield
             if reason == "size":  # give the space back before measuring again
-                self._vacuum()
+                yield from self._vacuum()
         return deleted
 
     def _doomed(self, conn: sqlite3.Connection, upper: int, days: str | None, keep: set[Block]
@@ -1517,8 +1572,9 @@ class Journal:
         self._committed(new_state, ())
         return rows
 
-    def _vacuum(self, max_steps: int = 256) -> None:
-        """Give freed pages back to the file system, :data:`VACUUM_STEP` pages per locked step."""
+    def _vacuum(self, max_steps: int = 256) -> Generator[None, None, None]:
+        """Give freed pages back to the file system, :data:`VACUUM_STEP` pages per locked step (a
+        generator of those steps)."""
         for _ in range(max_steps):
             if self._stopping.is_set():
                 return
@@ -1536,6 +1592,7 @@ class Journal:
                         conn.execute("PRAGMA synchronous=FULL")
                 except sqlite3.Error as exc:
                     raise classify_sqlite_error(exc, "vacuum") from None
+            yield
 
     # ------------------------------------------------------------------ close
 
