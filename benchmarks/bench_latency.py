@@ -291,8 +291,9 @@ async def main(settlements: int, seed: int, journal_dir: str | None,
         if os.environ.get("BENCH_PYSPY"):  # profile the daemon over the measured rounds (py-spy, raw)
             spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p",
                                     str(proc.pid), "-r", "250", "-f", "raw", "--threads", "-o",
-                                    os.environ["BENCH_PYSPY"]], stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+                                    os.environ["BENCH_PYSPY"],
+                                    *(["--gil"] if os.environ.get("BENCH_PYSPY_GIL") else [])],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             await asyncio.sleep(1)
         async def deal_until(done: Any) -> None:
             """Rounds until ``done()``; then every settlement dealt at the subscriber (published)."""
