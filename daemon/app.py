@@ -84,7 +84,7 @@ import signal
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -102,7 +102,7 @@ from tablesense.daemon.journal import (
     load_key,
 )
 from tablesense.daemon.journal.codec import encode_event
-from tablesense.daemon.journal.store import ROUND_COMPLETE_SCHEMAS, message_schema
+from tablesense.daemon.journal.store import OFF_LOOP, ROUND_COMPLETE_SCHEMAS, message_schema
 from tablesense.daemon.logging import bind_round, bind_table, get_logger
 from tablesense.daemon.messages import AlarmMessage, TableStatus, encode_message
 from tablesense.daemon.mqtt import (
@@ -265,6 +265,25 @@ class StartupError(Exception):
 
 _second: tuple[int, str] = (-1, "")
 """The last whole second :func:`now_iso` formatted, and its text (most inputs share their second)."""
+
+
+def _step(steps: Iterator[Any]) -> tuple[bool, Any]:
+    """Run one maintenance step: ``(False, what it yielded)``, or ``(True, rows deleted)`` after the last."""
+    try:
+        return False, next(steps)
+    except StopIteration as end:
+        return True, end.value
+
+
+async def _step_beside_the_loop(steps: Iterator[Any]) -> tuple[bool, Any]:
+    """:func:`_step` in a worker thread. Cancelled meanwhile, it waits for the step to end before it
+    raises, so the steps are never closed while one runs."""
+    running = asyncio.ensure_future(asyncio.to_thread(_step, steps))
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        await asyncio.wait({running})
+        raise
 
 
 def _completed(emits: Iterable[Emit]) -> int:
@@ -1223,24 +1242,30 @@ class App:
         page-cache writes without an fsync: about 1 ms at most); before each slice of them, the loop lets
         device inputs that arrived go first (:meth:`_maintenance_turn`). A step that would wait for the
         journal's lock (another thread reading or committing) waits off the loop instead, so the loop
-        never blocks on it. Steps run back to back for :data:`_MAINTENANCE_SLICE` seconds at a time."""
+        never blocks on it. Steps run back to back for :data:`_MAINTENANCE_SLICE` seconds at a time; a step
+        the journal announces as long (:data:`~daemon.journal.store.OFF_LOOP`: many messages awaiting the
+        broker, an unusually large archive unit) runs in a worker thread."""
         with journal.maintenance() as steps:
             if steps is None:  # one is running already
                 return 0
+            said: str | None = None
             while True:
-                await self._maintenance_turn()
-                with journal.lock_if_free() as free:
-                    if free:
-                        until = time.perf_counter() + _MAINTENANCE_SLICE
-                        try:
-                            next(steps)
-                            while time.perf_counter() < until:
-                                next(steps)
-                        except StopIteration as done:
-                            deleted: int = done.value
-                            break
+                if said == OFF_LOOP:  # the step may take long: beside the loop
+                    done, said = await _step_beside_the_loop(steps)
+                else:
+                    await self._maintenance_turn()
+                    with journal.lock_if_free() as free:
+                        if free:
+                            until = time.perf_counter() + _MAINTENANCE_SLICE
+                            done, said = _step(steps)
+                            while not done and said != OFF_LOOP and time.perf_counter() < until:
+                                done, said = _step(steps)
+                    if not free:
+                        await asyncio.sleep(_LOCK_RETRY)  # a reader or a command's commit holds it
                         continue
-                await asyncio.sleep(_LOCK_RETRY)  # a reader or a command's commit holds it: a moment
+                if done:
+                    break
+        deleted = int(said or 0)
         if not self._stop.is_set():
             await asyncio.to_thread(journal.checkpoint)
         return deleted

@@ -2,7 +2,8 @@
 device inputs first: never in a worker thread that has to take the interpreter lock back from the busy
 loop at every SQLite statement (docs/performance.md "Maintenance on the loop"), never blocking the loop
 on the journal's lock, never starved by a flood of inputs, and all of it in a worker thread while a slow
-disk sends the commits there.
+disk sends the commits there. A step the journal announces as long (``OFF_LOOP``: many messages
+awaiting the broker, an unusually large archive unit) runs in a worker thread.
 
 No broker is needed: the app is driven through its input path (``App._process_devices``) with the
 device frames of realistic 17-spot baccarat rounds (the simulators through the real codec).
@@ -215,3 +216,83 @@ async def test_stopping_ends_maintenance_and_frees_it(app: App, monkeypatch: pyt
     assert app._prune_task is not None
     await asyncio.wait_for(app._prune_task, 5)
     assert not app.journal._maintenance.locked()
+
+
+def thread_of_calls(target: Any, name: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The thread of every call of ``target.name`` from now on."""
+    seen: list[str] = []
+    real = getattr(target, name)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        seen.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, recorded)
+    return seen
+
+
+def unacknowledged(journal_dir: Path, rounds_dealt: int) -> None:
+    """A journal of ``rounds_dealt`` rounds none of whose messages the broker acknowledged (a long
+    broker outage), its closed blocks archived."""
+    table = RealTable(seed=3)
+    with Journal(journal_dir, "bac-01", retention_rounds=10) as j:
+        for _ in range(rounds_dealt):
+            j.append_many(table.round())
+        j.prune()
+
+
+async def test_blocks_holding_waiting_messages_are_looked_up_once_each(
+        journal_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a broker outage thousands of messages await it; retention keeps their blocks, and finding
+    them cost one query per message (5 us each, all in one step: 93 ms for 600 rounds of messages), now
+    one per block."""
+    import tablesense.daemon.journal.store as store
+
+    unacknowledged(journal_dir, 200)  # over two shoes: the first is below the replay
+    with Journal(journal_dir, "bac-01", retention_rounds=10) as j:
+        waiting = j.pending_count()
+        assert waiting > 1_000
+        lookups = thread_of_calls(store.bk, "block_of_seq", monkeypatch)
+        j.prune()
+        blocks = j._db().execute("SELECT count(*) FROM blocks").fetchone()[0]
+    assert 0 < len(lookups) <= blocks + 1, f"{len(lookups)} lookups for {waiting} messages in {blocks} blocks"
+
+
+async def test_a_retention_step_through_many_waiting_messages_runs_beside_the_loop(
+        journal_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tablesense.daemon.journal.store as store
+
+    unacknowledged(journal_dir, 30)
+    monkeypatch.setattr(store, "LONG_PENDING", 100)
+    config = parse_config(sim_config_toml("baccarat", urls={"shoe": "/dev/null", "pads": "/dev/null"},
+                                          host="127.0.0.1", port=1, journal=journal_dir, table="bac-01"))
+    a = App(config)
+    a.open()
+    try:
+        assert a.journal is not None and a.journal.pending_count() > 100
+        threads = thread_of_calls(a.journal, "_protected", monkeypatch)
+        a._rounds_since_prune = app_module.PRUNE_EVERY_ROUNDS
+        a._start_prune()
+        await maintenance_done(a)
+        assert a.prunes == 1 and threads
+        assert threading.main_thread().name not in threads, threads
+    finally:
+        a.stop()
+        if a.journal is not None:
+            a.journal.close()
+
+
+async def test_a_large_archive_unit_is_compressed_beside_the_loop(
+        app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tablesense.daemon.journal.store as store
+
+    assert app.journal is not None
+    monkeypatch.setattr(store, "LONG_UNIT_BYTES", 0)  # every unit counts as large
+    packs = thread_of_calls(store, "pack_unit", monkeypatch)
+    steps = record_step_threads(app.journal, monkeypatch)
+    await deal(app, rounds(40, seed=13))
+    await maintenance_done(app)
+    assert packs and threading.main_thread().name not in packs, packs
+    assert threading.main_thread().name in steps  # the other steps stay on the loop
+    archived = app.journal._db().execute("SELECT COUNT(*) FROM blocks WHERE unit != 0").fetchone()[0]
+    assert archived >= 16

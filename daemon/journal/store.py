@@ -68,6 +68,7 @@ __all__ = [
     "JOURNAL_FILE",
     "LOCK_FILE",
     "MIN_RETENTION_ROUNDS",
+    "OFF_LOOP",
     "ROUND_COMPLETE_SCHEMAS",
     "Journal",
     "OutboxRow",
@@ -106,6 +107,17 @@ WAL_LIMIT = 8 << 20
 WAL_CHECKPOINT_AT = 64 << 20
 """A WAL this large is checkpointed by the next write itself (normally :meth:`Journal.prune` does it
 in the background long before: the writer's automatic checkpoint is off, so no append pays for one)."""
+
+OFF_LOOP = "off-loop"
+"""What a maintenance step yields (:meth:`Journal.maintenance`) when the step after it may take long
+(a retention step looking through many messages awaiting the broker, an archive unit of unusually large
+blocks to compress): a caller running the steps on an event loop runs that one in a worker thread."""
+LONG_PENDING = 2_000
+"""Messages awaiting the broker above which a retention step is announced :data:`OFF_LOOP` (finding
+their blocks costs a few microseconds each)."""
+LONG_UNIT_BYTES = 2 << 20
+"""Raw bytes of an archive unit above which compressing it is announced :data:`OFF_LOOP` (a 17-spot
+baccarat unit is about 0.8 MB and compresses in about 1.5 ms)."""
 
 _YIELD_ROWS = 32
 """Rows a maintenance loop handles between two looks for appends in flight (:meth:`_after_appends`)."""
@@ -1267,11 +1279,13 @@ class Journal:
             return deleted
 
     @contextlib.contextmanager
-    def maintenance(self, now: datetime | None = None) -> Iterator[Generator[None, None, int] | None]:
+    def maintenance(self, now: datetime | None = None) -> Iterator[Generator[str | None, None, int] | None]:
         """:meth:`prune` in steps, for a caller that runs them itself (the app, on its event loop):
         ``with journal.maintenance() as steps:`` gives an iterator (``None`` when a maintenance is
         running already), each ``next(steps)`` one step: a short statement or transaction under the
-        journal's lock, verifying or compressing one block or archive unit, a few milliseconds at most;
+        journal's lock, verifying or compressing one block or archive unit, a few milliseconds at most,
+        except a step announced by the one before it yielding :data:`OFF_LOOP` (``None`` otherwise),
+        which may take longer (many messages awaiting the broker, a unit of unusually large blocks);
         ``StopIteration.value`` is the number of rows retention deleted. The steps may be run from any
         thread, one at a time, each holding the journal's (re-entrant) lock or not; ``with`` ends the
         maintenance (leaving it early is safe: what is done stays done, the rest waits for the next). The
@@ -1287,13 +1301,13 @@ class Journal:
             steps.close()
             self._maintenance.release()
 
-    def _steps(self, now: datetime | None) -> Generator[None, None, int]:
+    def _steps(self, now: datetime | None) -> Generator[str | None, None, int]:
         """The steps of :meth:`prune` but the checkpoint; returns the rows retention deleted."""
         self.flush_marks()
-        yield
+        yield None
         yield from self._archive_closed()
         self._drop_archived_raw_rows()
-        yield
+        yield None
         deleted = yield from self._apply_retention(now or datetime.now(UTC))
         yield from self._vacuum()
         return deleted
@@ -1328,7 +1342,7 @@ class Journal:
         """Make a running :meth:`prune` return after its current step (shutdown; :meth:`close` does it)."""
         self._stopping.set()
 
-    def _archive_closed(self) -> Generator[None, None, None]:
+    def _archive_closed(self) -> Generator[str | None, None, None]:
         """Archive closed blocks :data:`UNIT_BLOCKS` at a time (oldest first): read them a block per hold
         of the lock, verify and compress them without it, write the archive rows a few at a time, switch
         the blocks over in one short transaction, then delete the hot rows they replace a block at a
@@ -1350,7 +1364,7 @@ class Journal:
                 group.append(block)
             if len(group) < UNIT_BLOCKS:
                 return
-            yield
+            yield None
             raw = []
             for block in group:  # a block per hold of the lock (closed blocks change only here)
                 with self._lock:
@@ -1358,7 +1372,7 @@ class Journal:
                         raw.append(bk.block_blobs(self._db(), block))
                     except sqlite3.Error as exc:
                         raise classify_sqlite_error(exc, "archive") from None
-                yield
+                yield None
             parts = []
             for block, (blobs, hints) in zip(group, raw, strict=True):
                 rows = yield from self._verify_blobs(block, blobs)
@@ -1366,21 +1380,23 @@ class Journal:
                 messages = [(row.channel, b) for b, row in zip(blobs, rows, strict=True)
                             if isinstance(row, MessageRow)]
                 parts.append((block.id, hints, entries, messages))
-                yield
+                yield None
+            if sum(len(b) for blobs, _ in raw for b in blobs) > LONG_UNIT_BYTES:
+                yield OFF_LOOP
             unit = group[0].id
             rows_of_unit = bk.archive_rows(unit, pack_unit(parts))
-            yield
+            yield None
             for i in range(0, len(rows_of_unit), 16):  # the parts a few at a time, then the switch
                 with self._lock:
                     self._write_quietly(self._db(), [("INSERT OR REPLACE INTO archive VALUES (?, ?)",
                                                       rows_of_unit[i:i + 16])], "archive")
-                yield
+                yield None
             with self._lock:
                 self._write_quietly(self._db(), [("UPDATE blocks SET unit = ? WHERE id BETWEEN ? AND ?",
                                                   [(unit, group[0].id, group[-1].id)])], "archive")
                 for block in group:
                     self._blocks_cache.pop(block.id, None)
-            yield
+            yield None
             for block in group:  # the hot rows they replace, a block per transaction
                 if self._stopping.is_set():
                     return
@@ -1390,7 +1406,7 @@ class Journal:
                         ("DELETE FROM outbox WHERE seq BETWEEN ? AND ?",
                          [(block.first_seq, block.last_seq)])],
                         "archive")
-                yield
+                yield None
 
     def _drop_archived_raw_rows(self) -> None:
         """Hot rows below the first block not archived yet belong to archived or deleted blocks (left by
@@ -1424,7 +1440,7 @@ class Journal:
                 conn.execute("ROLLBACK")
             raise classify_sqlite_error(exc, what) from None
 
-    def _verify_blobs(self, block: Block, blobs: list[bytes]) -> Generator[None, None, list[Row]]:
+    def _verify_blobs(self, block: Block, blobs: list[bytes]) -> Generator[str | None, None, list[Row]]:
         """The decoded rows of ``block`` once their chain is recomputed (an altered block is never
         archived: :class:`JournalDamaged` naming its first failing row). A generator of steps: it yields
         every :data:`_YIELD_ROWS` rows, so appends go between them (:meth:`maintenance`)."""
@@ -1435,7 +1451,7 @@ class Journal:
             current = linker(current, blob)
             rows.append(decode_row(blob, label))
             if i % _YIELD_ROWS == _YIELD_ROWS - 1:
-                yield
+                yield None
         if current != block.link_after:
             with self._lock:  # name the row
                 bk.verified_rows(self._db(), self._key, block)
@@ -1464,10 +1480,15 @@ class Journal:
             b = bk.block_of_entry(conn, state, entry)
             if b is not None and not b.is_open:
                 keep.add(b)
-        for seq in seqs:
+        held: Block | None = None
+        for seq in sorted(seqs):  # in order: one lookup per block, not per message (a long outage
+            if held is not None and held.first_seq <= seq <= held.last_seq:  # leaves thousands)
+                continue
             b = bk.block_of_seq(conn, state, seq)
-            if b is not None and not b.is_open:
-                keep.add(b)
+            if b is not None:
+                held = b
+                if not b.is_open:
+                    keep.add(b)
         return limit, keep
 
     def _round_block(self, conn: sqlite3.Connection, nth: int) -> int:
@@ -1476,12 +1497,14 @@ class Journal:
                            "ORDER BY id DESC LIMIT 1 OFFSET ?", (nth - 1,)).fetchone()
         return int(row[0]) if row is not None else 0
 
-    def _apply_retention(self, now: datetime) -> Generator[None, None, int]:
+    def _apply_retention(self, now: datetime) -> Generator[str | None, None, int]:
         """Delete blocks retention no longer needs, oldest first, whole archive units only, at most
         at most :data:`PRUNE_BATCH` blocks (one unit) per locked transaction. A generator of steps (one
         transaction each); returns the rows deleted."""
         deleted = 0
         while not self._stopping.is_set():
+            if self._state.last_seq - self._state.delivered > LONG_PENDING:
+                yield OFF_LOOP
             with self._lock:
                 conn = self._db()
                 state = self._state
@@ -1503,7 +1526,7 @@ class Journal:
                     with contextlib.suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
                     raise classify_sqlite_error(exc, "prune") from None
-            yield
+            yield None
             if reason == "size":  # give the space back before measuring again
                 yield from self._vacuum()
         return deleted
@@ -1572,7 +1595,7 @@ class Journal:
         self._committed(new_state, ())
         return rows
 
-    def _vacuum(self, max_steps: int = 256) -> Generator[None, None, None]:
+    def _vacuum(self, max_steps: int = 256) -> Generator[str | None, None, None]:
         """Give freed pages back to the file system, :data:`VACUUM_STEP` pages per locked step (a
         generator of those steps)."""
         for _ in range(max_steps):
@@ -1592,7 +1615,7 @@ class Journal:
                         conn.execute("PRAGMA synchronous=FULL")
                 except sqlite3.Error as exc:
                     raise classify_sqlite_error(exc, "vacuum") from None
-            yield
+            yield None
 
     # ------------------------------------------------------------------ close
 
