@@ -117,7 +117,7 @@ LONG_PENDING = 2_000
 their blocks costs a few microseconds each)."""
 LONG_UNIT_BYTES = 2 << 20
 """Raw bytes of an archive unit above which compressing it is announced :data:`OFF_LOOP` (a 17-spot
-baccarat unit is about 0.8 MB and compresses in about 1.5 ms)."""
+baccarat unit is 0.6-1.0 MB, growing with the shoe's scoreboard, and compresses in about 1.5 ms)."""
 
 _YIELD_ROWS = 32
 """Rows a maintenance loop handles between two looks for appends in flight (:meth:`_after_appends`)."""
