@@ -1244,13 +1244,15 @@ class App:
         journal's lock (another thread reading or committing) waits off the loop instead, so the loop
         never blocks on it. Steps run back to back for :data:`_MAINTENANCE_SLICE` seconds at a time; a step
         the journal announces as long (:data:`~daemon.journal.store.OFF_LOOP`: many messages awaiting the
-        broker, an unusually large archive unit) runs in a worker thread."""
+        broker, an unusually large archive unit) runs in a worker thread, as does every step while a slow
+        commit sends the commits there (:meth:`_check_commit_time`)."""
         with journal.maintenance() as steps:
             if steps is None:  # one is running already
                 return 0
             said: str | None = None
             while True:
-                if said == OFF_LOOP:  # the step may take long: beside the loop
+                if said == OFF_LOOP or time.monotonic() < self._commits_in_thread_until:
+                    # the step may take long, or the disk is slow (commits go to a worker thread too)
                     done, said = await _step_beside_the_loop(steps)
                 else:
                     await self._maintenance_turn()

@@ -296,3 +296,23 @@ async def test_a_large_archive_unit_is_compressed_beside_the_loop(
     assert threading.main_thread().name in steps  # the other steps stay on the loop
     archived = app.journal._db().execute("SELECT COUNT(*) FROM blocks WHERE unit != 0").fetchone()[0]
     assert archived >= 16
+
+
+async def test_a_slow_commit_during_maintenance_sends_its_remaining_steps_to_a_worker_thread(
+        app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert app.journal is not None
+    await deal(app, rounds(20, seed=14))
+    await maintenance_done(app)
+    await deal(app, rounds(20, seed=15))
+    monkeypatch.setattr(app_module, "_MAINTENANCE_SLICE", 0.0)  # one step a turn
+    threads = record_step_threads(app.journal, monkeypatch)
+    app._rounds_since_prune = app_module.PRUNE_EVERY_ROUNDS
+    app._start_prune()
+    while len(threads) < 3:  # a few steps on the loop first
+        await asyncio.sleep(0)
+    assert set(threads) == {threading.main_thread().name}
+    app._check_commit_time(app_module.SLOW_COMMIT + 1.0)  # as after a commit on a slow disk
+    on_loop = len(threads)
+    await maintenance_done(app)
+    assert len(threads) > on_loop
+    assert threading.main_thread().name not in threads[on_loop + 1:], threads[on_loop:]
