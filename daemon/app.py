@@ -1236,10 +1236,11 @@ class App:
 
         Why on the loop: in a worker thread, maintenance gives the interpreter lock up at every SQLite
         statement and takes it back from the busy loop each time; measured on a 2-core VM
-        (docs/performance.md "Maintenance on the loop"), the daemon spent 0.85-1.0 ms of CPU a round on
-        maintenance in a worker thread against about 0.55 ms on the loop, and dealt 10% more rounds a
-        second. A step is short (one block verified, one archive unit compressed, one transaction of
-        page-cache writes without an fsync: about 1 ms at most); before each slice of them, the loop lets
+        (docs/performance.md "A fifth VM"), the daemon's worker threads spent 0.85-1.05 ms of CPU a round
+        where the same maintenance costs about 0.6 ms in a process of its own; stepped on the loop, the
+        daemon's CPU a round fell 4% and its rounds a second rose 4-6%. A step is short (one block
+        verified, one archive unit compressed, one transaction of page-cache writes without an fsync:
+        about 1 ms at most); before each slice of them, the loop lets
         device inputs that arrived go first (:meth:`_maintenance_turn`). A step that would wait for the
         journal's lock (another thread reading or committing) waits off the loop instead, so the loop
         never blocks on it. Steps run back to back for :data:`_MAINTENANCE_SLICE` seconds at a time; a step
