@@ -1188,9 +1188,8 @@ class App:
     async def _prune_if_due(self) -> None:
         """Start the journal's maintenance (archive, retention, space) in the background once
         :data:`PRUNE_EVERY_ROUNDS` rounds completed, never awaited by the inputs: a step at a time on the
-        event loop, device inputs going first (:meth:`_maintain`); all of it in a worker thread
-        (:meth:`Journal.prune`) while commits are sent there after a slow one (a slow disk,
-        :meth:`_check_commit_time`)."""
+        event loop, device inputs going first, or in a worker thread while commits are sent there after
+        a slow one (a slow disk): :meth:`_maintain`."""
         if self._rounds_since_prune >= PRUNE_EVERY_ROUNDS:
             self._start_prune()
 
@@ -1216,10 +1215,7 @@ class App:
 
     async def _prune(self, journal: Journal) -> None:
         try:
-            if time.monotonic() < self._commits_in_thread_until:  # a slow disk: all of it beside the loop
-                deleted = await asyncio.to_thread(journal.prune)
-            else:
-                deleted = await self._maintain(journal)
+            deleted = await self._maintain(journal)
         except (JournalUnwritable, JournalDamaged) as exc:
             log.error("journal_prune_failed", error=str(exc))
             return

@@ -129,15 +129,10 @@ _arrivals: OrderedDict[str, float] = OrderedDict()
 _MAX_ARRIVALS = 10_000
 
 
-_inputs_by: dict[tuple[type, Any], Any] = {}
-"""The inputs counter's child of each input class and device (:func:`journaled`, once per input)."""
-
-
 def bind(table: str) -> None:
     """Label everything this process counts with ``table`` (call once, before the daemon runs)."""
     global _table
     _table = table
-    _inputs_by.clear()
 
 
 _children: dict[tuple[int, tuple[str, ...]], Any] = {}
@@ -175,16 +170,9 @@ def journaled(inp: Any, emits: Iterable[Any], rows: Sequence[Any] | None) -> Non
     """Count one journaled input (``TimedInput``) and its emitted messages (``Emit``); ``rows``: the outbox
     rows :meth:`Journal.append` returned (their ``msg_id``), for the card-to-publish latency."""
     event = inp.event
-    cls = type(event)
-    device = getattr(event, "device", None)
-    counter = _inputs_by.get((cls, device))
-    if counter is None:
-        kind = cls.__name__
-        label = device or ("operator" if kind == "Command" else "table")
-        counter = _inputs_by[(cls, device)] = _child(INPUTS, _table, label, kind)
-    counter.inc()
-    if not emits:  # most inputs (chips)
-        return
+    kind = type(event).__name__
+    device = getattr(event, "device", None) or ("operator" if kind == "Command" else "table")
+    _child(INPUTS, _table, device, kind).inc()
     for emit in emits:
         m = emit.message
         if isinstance(m, SettlementMessage):
@@ -200,7 +188,7 @@ def journaled(inp: Any, emits: Iterable[Any], rows: Sequence[Any] | None) -> Non
             global _holds
             _holds = len(m.hold_codes) if m.held else 0
             _child(HOLDS, _table).set(_holds)
-    if cls.__name__ == "CardDrawn" and rows:
+    if kind == "CardDrawn" and rows:
         at = _arrival(str(inp.ts))
         if at is not None:
             _arrivals[str(rows[0].msg_id)] = at
