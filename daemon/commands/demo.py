@@ -188,6 +188,11 @@ def run(args: argparse.Namespace) -> int:
         print("demo interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
     except DemoStopped as exc:
+        for sig in STOP_SIGNALS:
+            # stopped and cleaned up: a further Ctrl-C has nothing left to stop. Left to Python's
+            # default, one arriving after this returned killed the process by SIGINT at its exit
+            # (status -2 instead of 130; until here a KeyboardInterrupt still ends in 130)
+            signal.signal(sig, signal.SIG_IGN)
         print(f"demo stopped by {exc}", file=sys.stderr)
         return 128 + exc.signum
     if not args.no_ui:
