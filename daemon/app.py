@@ -582,6 +582,7 @@ class App:
         try:
             await self._stop.wait()
         finally:
+            self._stop.set()  # also when cancelled: nothing new starts (a maintenance due at its end)
             sdnotify.notify("STOPPING=1")
             log.info("daemon_stopping")
             async with self._commit_lock:  # the input being journaled finishes its transaction first

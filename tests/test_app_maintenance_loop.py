@@ -316,3 +316,32 @@ async def test_a_slow_commit_during_maintenance_sends_its_remaining_steps_to_a_w
     await maintenance_done(app)
     assert len(threads) > on_loop
     assert threading.main_thread().name not in threads[on_loop + 1:], threads[on_loop:]
+
+
+async def test_cancelling_run_starts_no_maintenance_after_shutdown(
+        journal_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``App.run`` cancelled (not stopped) while maintenance runs and more is due: the shutdown waits for
+    the running maintenance and starts none after it (the journal is closed by then)."""
+    config = parse_config(sim_config_toml("baccarat", urls={"shoe": "/dev/null", "pads": "/dev/null"},
+                                          host="127.0.0.1", port=1, journal=journal_dir, table="bac-01"))
+    a = App(config)
+    started: list[float] = []
+
+    async def slow_maintain(self: App, journal: Journal) -> int:
+        started.append(time.monotonic())
+        await asyncio.sleep(0.1)
+        return 0
+
+    monkeypatch.setattr(App, "_maintain", slow_maintain)
+    task = asyncio.create_task(a.run())
+    await asyncio.wait_for(a.ready.wait(), 10)
+    a._rounds_since_prune = app_module.PRUNE_EVERY_ROUNDS
+    a._start_prune()
+    await asyncio.sleep(0.01)
+    a._rounds_since_prune = app_module.PRUNE_EVERY_ROUNDS  # due again when this one ends
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.2)  # a maintenance started by the first one's end would have begun by now
+    assert len(started) == 1
+    assert a._prune_task is not None and a._prune_task.done()
