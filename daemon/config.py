@@ -43,6 +43,7 @@ from tablesense.daemon.rules.money import MAX_AMOUNT, CommissionRule, RoundingMo
 from tablesense.daemon.rules.settlement import Bet, Hand
 from tablesense.daemon.topics import TABLE_ID, prefix_problem, table_problem
 from tablesense.drivers.protocols import UnknownProtocol, get_codec
+from tablesense.drivers.transports import url_problem
 
 __all__ = [
     "CREDENTIALS_VARIABLE",
@@ -439,7 +440,8 @@ def inspect_config_file(path: str | Path, *, environ: Mapping[str, str] | None =
     cfg, issues = inspect_config(text, environ=environ)
     if cfg is not None:
         journal_dir = Path(cfg.journal.directory)
-        if cfg.journal.directory.strip() and journal_dir.exists() and not journal_dir.is_dir():
+        if (cfg.journal.directory.strip() and control_problem(cfg.journal.directory) is None
+                and journal_dir.exists() and not journal_dir.is_dir()):
             issues += _err("journal.directory",
                            f"{cfg.journal.directory} exists and is not a directory").located(text).issues
     if not issues:
@@ -954,6 +956,33 @@ def _validate_spots(cfg: TableConfig) -> None:
         mapped[ident] = spot
 
 
+def control_problem(value: str) -> str | None:
+    """``"holds the control character U+0000"`` when ``value`` (a path, a host) holds one, else ``None``:
+    the operating system refuses a NUL in a path (Python raises ``ValueError``), and no other control
+    character belongs in a path or a host name."""
+    bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    return None if bad is None else f"holds the control character U+{ord(bad):04X}"
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` cannot name a broker, else ``None``: a control character or a space, or a name that
+    is not an IP address and that the resolver cannot encode (IDNA: labels of 1-63 characters, at most
+    253 in all), which would fail every connection attempt the same way."""
+    if (problem := control_problem(host)) is not None:
+        return problem
+    if any(c.isspace() for c in host):
+        return "holds a space"
+    if ":" in host:  # an IPv6 literal (a zone such as %eth0 allowed); the resolver judges the rest
+        return None
+    try:
+        encoded = host.encode("idna")
+    except UnicodeError as exc:
+        return f"is not a host name ({exc})"
+    if len(encoded.rstrip(b".")) > 253:
+        return "is not a host name (longer than 253 characters)"
+    return None
+
+
 def _validate_devices(cfg: TableConfig) -> None:
     shoes = []
     for name, d in cfg.devices.items():
@@ -962,6 +991,8 @@ def _validate_devices(cfg: TableConfig) -> None:
             raise _err(key, "a device name must be 1-64 letters, digits, '_', '-' or '.'")
         if not d.url.strip():
             raise _err(f"{key}.url", "empty")
+        if (problem := url_problem(d.url)) is not None:
+            raise _err(f"{key}.url", f"{d.url[:80]!r}: {problem}")
         if not d.protocol.strip():
             raise _err(f"{key}.protocol", "empty")
         try:
@@ -980,6 +1011,14 @@ def _validate_mqtt(cfg: TableConfig) -> None:
     m = cfg.mqtt
     if not m.host.strip():
         raise _err("mqtt.host", "empty")
+    if (problem := host_problem(m.host)) is not None:
+        raise _err("mqtt.host", f"{m.host[:80]!r} {problem}")
+    for key, value in (("mqtt.credentials_file", m.credentials_file),
+                       ("mqtt.tls.ca_file", m.tls.ca_file if m.tls else None),
+                       ("mqtt.tls.cert_file", m.tls.cert_file if m.tls else None),
+                       ("mqtt.tls.key_file", m.tls.key_file if m.tls else None)):
+        if value is not None and (problem := control_problem(value)) is not None:
+            raise _err(key, f"{value[:80]!r} {problem}")
     if not 1 <= m.port <= 65535:
         raise _err("mqtt.port", f"{m.port} is not a TCP port")
     if (problem := prefix_problem(m.topic_prefix)) is not None:
@@ -1024,6 +1063,10 @@ def _validate_journal(cfg: TableConfig) -> None:
         raise _err("journal.directory", "empty")
     if not cfg.journal.key_file.strip():
         raise _err("journal.key_file", "empty (an absolute path, or a systemd credential name)")
+    for key, value in (("journal.directory", cfg.journal.directory),
+                       ("journal.key_file", cfg.journal.key_file)):
+        if (problem := control_problem(value)) is not None:
+            raise _err(key, f"{value[:80]!r} {problem}")
     try:
         size = parse_size(cfg.journal.max_size)
     except ValueError as exc:

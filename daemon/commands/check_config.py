@@ -38,7 +38,13 @@ from typing import Any
 
 import msgspec
 
-from tablesense.daemon.config import CREDENTIALS_VARIABLE, ConfigError, TableConfig, inspect_config_file
+from tablesense.daemon.config import (
+    CREDENTIALS_VARIABLE,
+    ConfigError,
+    TableConfig,
+    control_problem,
+    inspect_config_file,
+)
 from tablesense.daemon.config_issues import ConfigIssue
 
 __all__ = ["file_issues", "register", "run", "unresolved_credentials"]
@@ -99,32 +105,33 @@ def file_issues(cfg: TableConfig) -> list[ConfigIssue]:
                      "(LoadCredential=, docs/install.md); check with CREDENTIALS_DIRECTORY=DIR, under the "
                      "unit, or with --template")
     m = cfg.mqtt
-    if m.credentials_file and "mqtt.credentials_file" not in unset:
+    if m.credentials_file and "mqtt.credentials_file" not in unset and _usable(m.credentials_file):
         try:
             load_credentials(m.credentials_file)
         except CredentialsError as exc:
             problem("mqtt.credentials_file", str(exc))
     tls = m.tls
     if tls is not None:
-        if tls.ca_file and "mqtt.tls.ca_file" not in unset:
+        if tls.ca_file and "mqtt.tls.ca_file" not in unset and _usable(tls.ca_file):
             try:
                 tls_context(tls.ca_file)
             except CredentialsError as exc:
                 problem("mqtt.tls.ca_file", str(exc))
         key_ok = True
-        if tls.key_file and "mqtt.tls.key_file" not in unset:
+        if tls.key_file and "mqtt.tls.key_file" not in unset and _usable(tls.key_file):
             try:
                 with open(tls.key_file, "rb"):
                     pass
             except OSError as exc:
                 key_ok = False
                 problem("mqtt.tls.key_file", f"TLS client key {tls.key_file}: {exc.strerror or exc}")
-        if tls.cert_file and key_ok and not {"mqtt.tls.cert_file", "mqtt.tls.key_file"} & set(unset):
+        if (tls.cert_file and key_ok and not {"mqtt.tls.cert_file", "mqtt.tls.key_file"} & set(unset)
+                and _usable(tls.cert_file) and _usable(tls.key_file or "")):
             try:
                 tls_context(None, tls.cert_file, tls.key_file)
             except CredentialsError as exc:
                 problem("mqtt.tls.cert_file", str(exc))
-    if "journal.key_file" not in unset:
+    if "journal.key_file" not in unset and _usable(cfg.journal.key_file):
         try:
             load_key(cfg.journal.key_file)
         except JournalKeyError as exc:
@@ -136,10 +143,16 @@ def file_issues(cfg: TableConfig) -> list[ConfigIssue]:
     return out
 
 
+def _usable(path: str) -> bool:
+    """A path the operating system can be asked about: one with a control character (a NUL makes Python
+    raise ``ValueError``) is reported by the config's own checks (:func:`daemon.config.control_problem`)."""
+    return control_problem(path) is None
+
+
 def _device_path_problem(url: str) -> str | None:
     """Why the device path ``url`` cannot be opened here, else ``None`` (also for URLs that are not paths:
     ``socket://``, ``rfc2217://``, ``usb://``)."""
-    if "://" in url or not url.strip():
+    if "://" in url or not url.strip() or not _usable(url):
         return None
     try:
         mode = os.stat(url).st_mode
