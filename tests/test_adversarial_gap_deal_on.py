@@ -1,17 +1,12 @@
 """A dealer who keeps dealing on a round held by a ``SEQUENCE_GAP`` (the shoe lost a frame and did not
 resend it: a version 1 shoe, or more than its 64 kept frames): the card carrying the gap is set aside,
-but the cards after it are placed at once, into the slots the lost card and the set-aside card should
-have taken. Entered afterwards, the lost card goes to the end; the supervisor's ``ack_alarm`` (which
-releases ``SEQUENCE_GAP``, docs/state-machine.md) then settles hands that were never dealt.
-
-For an unreadable card the machine queues the later cards until ``enter_card`` (docs/state-machine.md,
-"Holds"); entered before the dealer goes on, the gap is settled right (the control test below). Fixing it
-needs ``daemon/table/machine.py`` (queue the cards after a card carrying a gap as for an unreadable card),
-which another engineer is changing: xfail until then."""
+and the cards after it wait, queued, until the supervisor has entered what is missing (``enter_card``,
+which places the entered cards first) and acknowledged the gap (``ack_alarm``). Placed at once, they
+would take the places of the lost and the set-aside card, and the entered cards would go to the end:
+the round would settle hands that were never dealt (docs/state-machine.md, "Holds")."""
 
 from __future__ import annotations
 
-import pytest
 from machine_support import Driver, baccarat_config
 
 from tablesense.drivers.events import Button
@@ -43,11 +38,13 @@ def _deal(enter_before_dealing_on: bool) -> Driver:
 
 
 def _hands(d: Driver) -> dict[str, list[str]]:
-    (floor,) = d.floor()
+    """Each hand's cards in the order of their places in the deal (the machine's slots; the floor record
+    lists cards in the order they were reported, an entered card after those dealt before it)."""
+    assert d.floor()
     hands: dict[str, list[str]] = {"player": [], "banker": []}
-    for c in floor.cards:
-        if c.position in hands:
-            hands[c.position].append(c.card)
+    for _index, position, card in d.machine.snapshot()["slots"]:
+        if position in hands and card is not None:
+            hands[position].append(card)
     return hands
 
 
@@ -58,8 +55,6 @@ def test_the_gap_entered_before_the_dealer_goes_on_settles_the_real_coup() -> No
     assert got == {"1P": "lose", "1B": "win", "1PP": "win"}
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/table/machine.py places the cards dealt after a card carrying "
-                   "a SEQUENCE_GAP at once, into the slots of the lost and the set-aside card")
 def test_cards_dealt_on_after_a_gap_never_take_the_lost_cards_places() -> None:
     d = _deal(enter_before_dealing_on=False)
     # Either the round settles the coup that was dealt, or it is still held (nothing settled); never

@@ -40,10 +40,10 @@ def digest(pkg: str, game: str, sequences: int = SEQUENCES) -> str:
 
 
 GOLDEN = {
-    'baccarat': '3a6ce68f8435102d90fc26db253db2bcc3a9900d4936bb1f57c83e8d011147f3',
-    'ez-baccarat': 'cdbbf6868637047fa68ef66ea95f71fa4d8ef9c362f343c4e816c49e4d5274b2',
-    'blackjack': '8e59f60601d5528720c852f4cbcde3da7b5520d940bd3700815a6a23e6110148',
-    'uth': '13cb30c9f4b4b6f2c88a9e493ce2ecdb733e84b46719e30a9e3144f7281e507e',
+    'baccarat': 'badc0d494abc91783f0f6bbc7e700fff6ca71abf099facc7eba0fd1616c7cb12',
+    'ez-baccarat': 'a0628ca60513f501097bd47d34f706416ac8b0df40aa5d84e4467acfb12adf55',
+    'blackjack': '81556f9c141d237170aa2742a13eec838f5ed2982e376bd2b57b91c09406557e',
+    'uth': '95425bf7e2b18688073024688166167d3f817bb1ab13bdf4ce91c481768b30e8',
 }
 
 

@@ -67,7 +67,8 @@ class AlarmSpec:
 ALARMS: dict[AlarmCode, AlarmSpec] = {
     AlarmCode.CARD_NOT_IN_SHOE: AlarmSpec(
         Severity.CRITICAL, True, True,
-        "a card the shoe cannot hold (a ninth A♠ in 8 decks, a repeat in one deck): it joins no hand"),
+        "a card the shoe cannot hold (a ninth A♠ in 8 decks, a repeat in one deck): it joins no hand; "
+        "mid-deal, later cards queue until the alarm is acknowledged"),
     AlarmCode.EXTRA_CARD: AlarmSpec(
         Severity.CRITICAL, True, True,
         "a card when the rules call for none, or after the round is complete: it joins no hand"),
@@ -76,7 +77,8 @@ ALARMS: dict[AlarmCode, AlarmSpec] = {
         "a card left the shoe unread: a supervisor enters it (enter_card) or voids the round"),
     AlarmCode.SEQUENCE_GAP: AlarmSpec(
         Severity.CRITICAL, True, True,
-        "the device's sequence number skipped or went back: events may be lost; the card joins no hand"),
+        "the device's sequence number skipped or went back: events may be lost; the card joins no hand; "
+        "mid-deal, later cards queue until the alarm is acknowledged"),
     AlarmCode.PAST_POSTING: AlarmSpec(
         Severity.CRITICAL, False, False,
         "a spot changed after the wagers were locked; the wager is settled at its locked value"),

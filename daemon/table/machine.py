@@ -122,8 +122,9 @@ RESEND_WINDOW = 64
 """Device frames remembered per device (the protocol's unacknowledged-frame limit): a frame with the
 number and the content of one of them, in the same device session, is a resend (:meth:`is_resend`)."""
 _RESCAN_ACTIONS = ("keep", "set_aside")
-_HOLD_CARD_CODES = frozenset({"SEQUENCE_GAP", "INPUT_REJECTED", "DEVICE_RESTARTED"})
-"""Holds during which ``enter_card`` may put a card the device lost (or an input that was rejected)."""
+_HOLD_CARD_CODES = frozenset({"SEQUENCE_GAP", "INPUT_REJECTED", "DEVICE_RESTARTED", "CARD_NOT_IN_SHOE"})
+"""Holds during which ``enter_card`` may put a card the device lost (or an input that was rejected, or
+the real value of a card the reader misread as one the shoe cannot hold)."""
 _SHOE_EVENTS = (CardDrawn, CardUnreadable, ShoeStatus)
 """Events only the shoe sends (``CD``, ``CU``, ``NS``, ``BN``, ``CC``, ``EM``, ``LO``, ``LC``;
 docs/protocol.md §3)."""
@@ -455,6 +456,7 @@ class TableMachine:
             "sessions": dict(sorted(self._sessions.items())),
             "recent": {d: list(r) for d, r in sorted(self._recent.items())},
             "suspect": self._suspect.index if self._suspect is not None else None,
+            "aside": self._aside.index if self._aside is not None else None,
             "cleared": self._cleared,
             "activity": [self._activity_ts, self._stall_alarm],
         }
@@ -645,6 +647,11 @@ class TableMachine:
         self._limit_seen: dict[tuple[str, int], bool] = {}
         self._suspect: CardEntry | None = None
         """A possible re-scan waiting for the supervisor's ``rescan`` decision (later cards queue)."""
+        self._aside: CardEntry | None = None
+        """A card set aside in the middle of a deal (``SEQUENCE_GAP``, ``CARD_NOT_IN_SHOE``): where the
+        deal stands is not known (a lost frame may have been a card, a misread card took a place), so
+        later cards queue, private, until the supervisor enters what is missing (``enter_card``) and
+        acknowledges its alarm (``ack_alarm``), or voids the round (:meth:`_set_aside_mid_deal`)."""
         self._rescan_watch = {}
         self._activity_ts = None
         self._stall_alarm = None
@@ -690,6 +697,7 @@ class TableMachine:
         self._record.completed_ts = self._ts
         self._cleared = not self._record.wagers  # wagers on the layout: a card now is a mis-pull
         self._suspect = None
+        self._aside = None
         self._rescan_watch = {}
         self._activity_ts = None
         if self._stall_alarm is not None:
@@ -745,11 +753,11 @@ class TableMachine:
         game = self._game
         if game is None or self._phase not in _IN_PLAY:
             return
-        while self._queue and game.unresolved() is None and self._suspect is None:
+        while self._queue and game.unresolved() is None and self._suspect is None and self._aside is None:
             self._place(self._queue.pop(0), from_queue=True)
         if game.initial_deal_done and self._phase is Phase.DEALING and not game.complete():
             self._phase = Phase.REVEAL if isinstance(game, UthRound) else Phase.PLAYING
-        if game.unresolved() is not None or self._suspect is not None:
+        if game.unresolved() is not None or self._suspect is not None or self._aside is not None:
             return
         if self._holds:
             return
@@ -925,7 +933,8 @@ class TableMachine:
         if self._phase in (Phase.BETTING, Phase.BURN, Phase.COMPLETE):
             self._phase = Phase.SHOE_END
         elif (self._phase is Phase.DEALING and self._game is not None
-              and (self._game.next_position() is not None or self._queue or self._suspect is not None)):
+              and (self._game.next_position() is not None or self._queue or self._suspect is not None
+                   or self._aside is not None)):
             self._alarm(AlarmCode.SHOE_EXHAUSTED, f"the shoe's last card is out and round {self._round_no} "
                         "needs more", device=device)
 
@@ -965,9 +974,11 @@ class TableMachine:
         if code is not None:
             self._set_aside(entry, code, f"a card the {self._shoe.composition.decks}-deck shoe cannot hold"
                             if code is AlarmCode.CARD_NOT_IN_SHOE else "more cards than the shoe holds")
+            self._set_aside_mid_deal(entry)
         elif gap:
             self._set_aside(entry, AlarmCode.SEQUENCE_GAP, f"device {device}: sequence {last} then {seq}; "
                             "the card joins no hand")
+            self._set_aside_mid_deal(entry)
         elif self._phase in _BETWEEN:
             cleared = ("" if self._cleared or self._phase is Phase.SHOE_END
                        else ", before the table was cleared")
@@ -982,10 +993,22 @@ class TableMachine:
         entry.status = "set_aside"
         entry.alarm_id = self._alarm(code, text, device=entry.device)
 
+    def _set_aside_mid_deal(self, entry: CardEntry) -> None:
+        """``entry`` (just set aside: a card carrying a sequence gap, or one the shoe cannot hold) came in
+        the middle of a deal: the cards after it must not take the places of a card the shoe lost or of
+        a misread card, where a face-down card would be published face up (blackjack's hole card in the
+        up card's place) or hands settled that were never dealt. Later cards queue (private) until the
+        supervisor enters the missing card(s) with ``enter_card`` (they take their places first) and
+        acknowledges the alarm, which deals the queued cards on; or voids the round. Cards are placed
+        in the order they left the shoe (docs/state-machine.md, "Holds")."""
+        if self._phase in _IN_PLAY and self._aside is None and entry.alarm_id is not None:
+            self._aside = entry
     def _place(self, entry: CardEntry, from_queue: bool = False) -> None:
         game = self._game
         assert game is not None
-        if game.unresolved() is not None or self._suspect is not None or (self._queue and not from_queue):
+        entered_past = entry.status == "entered" and self._aside is not None  # before the queued cards
+        if not entered_past and (game.unresolved() is not None or self._suspect is not None
+                                 or self._aside is not None or (self._queue and not from_queue)):
             entry.status = "queued"
             self._queue.append(entry)
             return
@@ -1229,7 +1252,7 @@ class TableMachine:
             return CommandReply(False, "no unreadable card or gap waiting for a card")
         if self._suspect is not None:
             return CommandReply(False, "a possible re-scan waits for the rescan decision first")
-        if self._queue or game.next_position() is None:
+        if (self._queue and self._aside is None) or game.next_position() is None:
             return CommandReply(False, "the rules call for no card now")
         aside = next((e for e in self._record.cards
                       if e.status == "set_aside" and e.card == card and e.taken), None)
@@ -1281,6 +1304,8 @@ class TableMachine:
             by = "rescan" if code is AlarmCode.POSSIBLE_RESCAN else "enter_card"
             return CommandReply(False, f"alarm {alarm_id} ({code.value}) is released by {by} or void_round")
         self._release(alarm_id, "acknowledged")
+        if self._aside is not None and self._aside.alarm_id == alarm_id:
+            self._aside = None  # the supervisor has entered what was missing: the queued cards follow
         self._advance()
         return CommandReply(True)
 
