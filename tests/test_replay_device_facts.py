@@ -73,7 +73,8 @@ def identity(d: Driver, device: str, session: str, seq: int | None = None) -> li
 def first_shoe(d: Driver) -> None:
     """Shoe 1: every device fact is learnt here. Both devices announce their session and come online; the
     pads reject a frame (journaled as such), then drop off and stay away; a reader the config does not
-    name deals one card, then drops off too."""
+    name deals one card, then drops off too. A chip on a spot the spot map does not have, and a spot
+    change from the shoe (a role that never sends one), are not bets."""
     d.link(SHOE, LinkState.ONLINE)
     d.link(PADS, LinkState.ONLINE)
     identity(d, SHOE, "shoe-boot-1", seq=0)
@@ -81,6 +82,7 @@ def first_shoe(d: Driver) -> None:
     d.status(ShoeStatusKind.NEW_SHOE)
     d.link(AUX, LinkState.ONLINE)
     d.bet("1P", 1000)
+    d.bet("9Z", 500)  # a spot the spot map does not have: UNKNOWN_SPOT, once
     d.cards("3H 2C")
     d.feed(CardDrawn(AUX, d.seq(AUX), Card.parse("2D")))
     d.cards("2S")
@@ -91,6 +93,7 @@ def first_shoe(d: Driver) -> None:
     d.link(AUX, LinkState.DISCONNECTED)
     d.link(PADS, LinkState.DISCONNECTED)
     d.cards("4C 4D KC KD")
+    d.feed(SpotChanged(SHOE, d.seq(SHOE), "1B", SpotState.PLACED, 900))  # WRONG_DEVICE: not applied
 
 
 def later_shoes(d: Driver, shoes: int = 3) -> None:
@@ -153,6 +156,25 @@ def test_a_device_restarted_while_the_daemon_was_down_is_device_restarted(
     assert machine.snapshot() == d.machine.snapshot() and machine.session(SHOE) == "shoe-boot-2"
 
 
+def test_the_pads_are_seeded_as_the_live_machine_took_them(config: TableConfig,
+                                                          journaled: tuple[Driver, Journal]) -> None:
+    """The spot changes before the replay seed the pads as the live machine applied them: the shoe's
+    spot change (WRONG_DEVICE, never applied) locks no wager on 1B, and the spot the spot map does not
+    have is known, not alarmed again."""
+    d, journal = journaled
+    assert {(i.event.device, i.event.spot) for i in journal.pads_before_replay()} >= {  # type: ignore[union-attr]
+        (SHOE, "1B"), (PADS, "9Z")}
+    machine = rebuild(config, journal)
+    snap = machine.snapshot()
+    assert snap["pads"] == d.machine.snapshot()["pads"] and "1B" not in snap["pads"]
+    assert snap["unknown_spots"] == ["9Z"]
+    d.bet("9Z", 200)
+    d.cards("2H 3S 4H 5D")  # a round: no wager on 1B
+    rebuilt = [e for inp in d.inputs[-5:] for e in step(machine, inp)]
+    assert encode_all(rebuilt) == encode_all(d.emits[-len(rebuilt):])
+    assert "UNKNOWN_SPOT" not in d.codes(rebuilt) and not d.settlements(rebuilt)
+
+
 def test_frames_from_before_the_replay_are_still_resends(config: TableConfig,
                                                          journaled: tuple[Driver, Journal]) -> None:
     """The pads went away in shoe 1 with frames they may never have had acknowledged: back after two
@@ -181,6 +203,7 @@ def test_a_restart_after_any_input_changes_nothing_downstream(tmp_path: Path, co
     d.link(PADS, LinkState.ONLINE)
     identity(d, PADS, "pads-boot-2", seq=0)  # the pads restarted while away
     d.bet("1B", 500)
+    d.bet("9Z", 700)  # still not in the spot map: no second UNKNOWN_SPOT
     identity(d, SHOE, "shoe-boot-2", seq=0)
     d.cards("2H 3S 4H 5D")
     live = TableMachine(config)
@@ -188,6 +211,7 @@ def test_a_restart_after_any_input_changes_nothing_downstream(tmp_path: Path, co
     assert encode_all(e for out in per_input for e in out) == encode_all(d.emits)
     codes = d.codes()
     assert "DEVICE_RESTARTED" in codes and codes.count("SEQUENCE_GAP") == 0
+    assert codes.count("UNKNOWN_SPOT") == 1 and codes.count("WRONG_DEVICE") == 1
     machine = TableMachine(config)
     journal = Journal(tmp_path, config.table)
     try:

@@ -457,8 +457,18 @@ class TableMachine:
 
     def seed_pads(self, events: Sequence[SpotChanged]) -> None:
         """Set the bet-pad state from spot changes seen before the replayed inputs (recovery): no alarm,
-        no record, no emit. Only the last state of each spot matters."""
+        no record, no emit. Only the last state of each spot matters. Taken as :meth:`handle` took them:
+        a change from a device whose configured role never sends one (WRONG_DEVICE) is not applied, and a
+        spot not in the spot map is only remembered as unknown (its UNKNOWN_SPOT alarm was raised once,
+        not again: ``snapshot()["unknown_spots"]``)."""
         for ev in events:
+            never = self._never_sends.get(ev.device)
+            if never is not None and isinstance(ev, never):
+                continue
+            if ev.spot not in self.config.spots:
+                if ev.spot[:64] not in self._unknown_spots and len(self._unknown_spots) < _MAX_ACKABLE:
+                    self._unknown_spots[ev.spot[:64]] = True
+                continue
             self._pads.update(ev)
 
     @property
