@@ -534,15 +534,18 @@ class App:
         """A fresh machine rebuilt from the journal alone (emits discarded: already in the outbox).
 
         The journal's recipe (:meth:`Journal.replay_inputs`): the machine at ``journal.replay_shoe``, its
-        bet pads seeded with :meth:`Journal.pads_before_replay`, then every input since the start of
-        the previous shoe. Raises :class:`_ReplayFailed` (one line naming the input) when applying a
-        journaled input raises, :class:`JournalDamaged` when a row cannot be read.
+        bet pads seeded with :meth:`Journal.pads_before_replay` and its devices' facts (sessions, link
+        states, sequence numbers, the frames they may resend) with :meth:`Journal.devices_before_replay`,
+        then every input since the start of the previous shoe. Raises :class:`_ReplayFailed` (one line
+        naming the input) when applying a journaled input raises, :class:`JournalDamaged` when a row
+        cannot be read.
         """
         assert self.journal is not None
         shoe = self.journal.replay_shoe
         machine = TableMachine(self.config, shoe=shoe if isinstance(shoe, int) and shoe > 0 else 1)
         machine.seed_pads([inp.event for inp in self.journal.pads_before_replay()
                            if isinstance(inp.event, SpotChanged)])
+        machine.seed_devices(self.journal.devices_before_replay())
         replayed = 0
         for inp in self.journal.replay_inputs():
             try:

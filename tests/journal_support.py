@@ -30,7 +30,7 @@ from tablesense.daemon.messages import (
     WagerRecord,
 )
 from tablesense.daemon.rules.cards import Card
-from tablesense.daemon.table.inputs import Channel, Command, Emit, TimedInput
+from tablesense.daemon.table.inputs import RESEND_WINDOW, Channel, Command, Emit, TimedInput
 from tablesense.drivers.events import (
     Button,
     CardDrawn,
@@ -85,6 +85,13 @@ class Traffic:
 
     def heartbeat(self, device: str = SHOE) -> Step:
         return (TimedInput(self.ts(), Heartbeat(device, self.next_seq(device))), [])
+
+    def quiet(self, beats: int = 2 * RESEND_WINDOW) -> list[Step]:
+        """A quiet spell (the dealer changing the shoe, say): ``beats`` heartbeats from the shoe and from
+        the pad, as a device sends one whenever quiet for 2 s (docs/protocol.md §3). After a replay's start,
+        enough of them that a rebuilt machine no longer needs the devices' frames from before it (the
+        journal keeps a device's last frames while it has sent fewer: ``Journal.devices_before_replay``)."""
+        return [self.heartbeat(device) for _ in range(beats) for device in (SHOE, PAD)]
 
     def device_state(self, device: str, state: LinkState) -> Step:
         ts = self.ts()

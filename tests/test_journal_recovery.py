@@ -1,7 +1,7 @@
 """Crash recovery through the journal with the real state machine: after every single input, a machine
-rebuilt from the journal alone (``current_shoe``, ``pads_before_replay``, ``replay_inputs``) must emit
-exactly what the machine that never crashed emits for every later input: no settlement lost, changed
-or duplicated by a crash at any point."""
+rebuilt from the journal alone (``replay_shoe``, ``pads_before_replay``, ``devices_before_replay``,
+``replay_inputs``) must emit exactly what the machine that never crashed emits for every later input: no
+settlement lost, changed or duplicated by a crash at any point."""
 
 from __future__ import annotations
 
@@ -23,13 +23,15 @@ def step(machine: TableMachine, inp: TimedInput) -> list[Emit]:
 
 
 def rebuild(cfg: TableConfig, journal: Journal, seed_pads: bool = True) -> TableMachine:
-    """What the daemon does at start: a fresh machine at the journal's shoe, pads as they stood, replay."""
+    """What the daemon does at start: a fresh machine at the journal's shoe, pads and device facts as they
+    stood, replay."""
     shoe = journal.replay_shoe
     machine = TableMachine(cfg, shoe=shoe if isinstance(shoe, int) else 1)
     if seed_pads:
         pads = [inp.event for inp in journal.pads_before_replay()]
         assert all(isinstance(ev, SpotChanged) for ev in pads)
         machine.seed_pads(pads)  # type: ignore[arg-type]
+    machine.seed_devices(journal.devices_before_replay())
     for inp in journal.replay_inputs():
         step(machine, inp)
     return machine

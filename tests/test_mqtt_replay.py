@@ -41,6 +41,8 @@ from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
 from tablesense.daemon.config import parse_config
 from tablesense.daemon.mqtt import CommandRejected
 from tablesense.daemon.mqtt_commands import MAX_REPLAY_SPAN
+from tablesense.daemon.table.inputs import RESEND_WINDOW
+from tablesense.drivers.events import Heartbeat
 from tablesense.simulators.dealer import SimTable, sim_config_toml
 
 pytestmark = [pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")]
@@ -224,6 +226,14 @@ async def next_round(feed: Feed) -> None:
     assert await feed.no_more_bets()
 
 
+async def quiet(app: App, feed: Feed) -> None:
+    """A quiet spell: the heartbeats both devices send whenever quiet for 2 s (docs/protocol.md §3), in
+    one group commit. After a replay's start, enough of them that a rebuilt machine no longer needs the
+    devices' frames from before it (``Journal.devices_before_replay``), which retention keeps meanwhile."""
+    assert await app._process_devices([Heartbeat(device, feed._next(device))
+                                       for _ in range(2 * RESEND_WINDOW) for device in ("shoe", "pads")])
+
+
 async def new_shoe(app: App, shoe: int) -> None:
     ok, reason = await app._on_command(request("new_shoe", {"shoe": shoe}))
     assert ok, reason
@@ -246,6 +256,7 @@ async def table(tmp_path: Path) -> AsyncIterator[tuple[App, MosquittoBroker, Fee
     await deal_rounds(app, feed, 40)  # shoe 1: older than the last 10 rounds (+ one archive unit of 16)
     for shoe, rounds in ((1, 2), (2, 1)):
         await new_shoe(app, shoe)
+        await quiet(app, feed)  # heartbeats: the devices' frames before the replay are not needed
         await next_round(feed)
         await deal_rounds(app, feed, rounds)
     while app._prune_task is not None and not app._prune_task.done():

@@ -53,6 +53,7 @@ __all__ = [
     "SCHEMA_NAMES",
     "SCHEMA_VERSION",
     "Block",
+    "DeviceFacts",
     "Header",
     "Meta",
     "State",
@@ -150,6 +151,48 @@ class Meta(msgspec.Struct, frozen=True):
     key_id: str
 
 
+class DeviceFacts(msgspec.Struct, frozen=True, array_like=True):
+    """What the state machine knows of one device, kept from its inputs for a machine rebuilt from a later
+    replay start (:meth:`Journal.devices_before_replay`, :class:`~daemon.table.inputs.DeviceSeed`). A
+    *frame* is an input with the device's sequence number: a device event, or a rejected one (entry ids
+    below; 0: none).
+
+    * ``seq``: its last sequence number (``State.devices`` as it stood); ``session``: the session of its
+      latest identity frame; ``link``: its latest link state (``DeviceState``); ``lost``: its latest
+      ``disconnected`` link state, lost until a device event after it; ``cards``: it sent a card or a
+      burn frame;
+    * ``frames``: how many frames it sent (since the journal keeps these facts); ``last``: its latest
+      device event, ``last_rejected``: its latest rejected frame;
+    * ``first``: from it to its latest frame, its frames include at least its last
+      :data:`~daemon.table.inputs.RESEND_WINDOW` (all of them while it has sent fewer): the frames it may
+      resend; ``first_session``: the session before ``first``;
+    * to move ``first`` on without keeping every frame's entry: ``next``, a later frame (``first`` once
+      the frames from it on reach the window), ``next_session`` (the session before it) and
+      ``next_frames`` (``frames`` at it).
+
+    The writer keeps them in memory, a few assignments per device input (nothing scanned, nothing more
+    sealed per transaction), and rebuilds them when it opens the journal from their snapshot at the
+    current shoe's start and the inputs since (rows it verifies at open anyway); it snapshots them in
+    the sealed state at each shoe start, like the pads (``State.anchor_device_facts``,
+    ``State.replay_device_facts``). Only the frames are read back, and only while a rebuilt machine may
+    still remember them (the device sent fewer than a window of frames since the snapshot)."""
+
+    device: str
+    seq: int | None = None
+    session: str | None = None
+    link: str | None = None
+    lost: int = 0
+    cards: bool = False
+    frames: int = 0
+    last: int = 0
+    last_rejected: int = 0
+    first: int = 0
+    first_session: str | None = None
+    next: int = 0
+    next_session: str | None = None
+    next_frames: int = 0
+
+
 class State(msgspec.Struct, frozen=True, kw_only=True):
     """Everything the journal keeps besides rows, sealed in one record (rewritten by every transaction).
 
@@ -164,7 +207,12 @@ class State(msgspec.Struct, frozen=True, kw_only=True):
     started the current shoe), ``replay_anchor`` and ``replay_shoe``; ``devices`` (latest device seq
     per device); ``spots`` (``(device, spot, entry)`` of the latest ``SpotChanged`` per spot) and the
     same as it stood before the current shoe (``anchor_spots``) and before the replay (``replay_spots``);
-    ``topics``: ``(channel, device, seq)`` of the latest *delivered* retained message per topic.
+    the devices' facts (:class:`DeviceFacts`, one per device) as they stood before the current shoe
+    (``anchor_device_facts``) and before the replay (``replay_device_facts``); ``topics``:
+    ``(channel, device, seq)`` of the latest *delivered* retained message per topic.
+
+    Encoded as a map: a field added later takes its default when an older journal is read (the device
+    facts: ``None``, not kept then), and an older tablesense ignores it.
     """
 
     entry: int = 0
@@ -189,6 +237,8 @@ class State(msgspec.Struct, frozen=True, kw_only=True):
     anchor_spots: tuple[tuple[str, str, int], ...] = ()
     replay_spots: tuple[tuple[str, str, int], ...] = ()
     topics: tuple[tuple[str, str | None, int], ...] = ()
+    anchor_device_facts: tuple[DeviceFacts, ...] | None = None
+    replay_device_facts: tuple[DeviceFacts, ...] | None = None
 
 
 _META_ENC = msgspec.msgpack.Encoder()

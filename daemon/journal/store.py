@@ -38,7 +38,7 @@ from typing import Any
 import msgspec
 
 from tablesense.daemon.journal import blocks as bk
-from tablesense.daemon.journal.blocks import Block, Header, Meta, State
+from tablesense.daemon.journal.blocks import Block, DeviceFacts, Header, Meta, State
 from tablesense.daemon.journal.codec import decode_event, encode_event, event_device
 from tablesense.daemon.journal.errors import JournalDamaged, JournalUnwritable, classify_sqlite_error
 from tablesense.daemon.journal.key import DEFAULT_KEY_FILE, key_id, load_key
@@ -60,8 +60,8 @@ from tablesense.daemon.journal.seal import (
     seal,
 )
 from tablesense.daemon.messages import FloorRound
-from tablesense.daemon.table.inputs import Emit, TimedInput
-from tablesense.drivers.events import SpotChanged
+from tablesense.daemon.table.inputs import RESEND_WINDOW, DeviceSeed, Emit, TimedInput
+from tablesense.drivers.events import LinkState, ShoeStatusKind, SpotChanged
 
 __all__ = [
     "HEAD_RECORD_BYTES",
@@ -238,48 +238,118 @@ def _iso(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+# The fields of DeviceFacts after ``device``, as the writer keeps them (a list per device)
+(_SEQ, _SESSION, _LINK, _LOST, _CARDS, _FRAMES, _LAST, _LAST_REJECTED, _FIRST, _FIRST_SESSION, _NEXT,
+ _NEXT_SESSION, _NEXT_FRAMES) = range(13)
+_NEW_FACTS: tuple[Any, ...] = msgspec.structs.astuple(DeviceFacts(""))[1:]
+_NOTED_KINDS = frozenset({"RejectedInput", "DeviceIdentity", "CardDrawn", "CardUnreadable", "ShoeStatus"})
+"""Frame kinds that change more of a device's facts than its frame count and latest entry."""
+
+
 class _Working:
     """The fields of :class:`State` that most inputs change, kept mutable while a batch is chained (one
     tuple and one dict built per transaction instead of per input): ``spots`` maps ``(device, spot)`` to
     the entry of its latest ``SpotChanged``, in the order of those changes (``State.spots``), ``devices``
-    each device's latest seq."""
+    each device's latest seq; and ``facts``, the :class:`DeviceFacts` (as lists) of each device with an
+    input in the batch, copied from the writer's (``live``), which the batch's commit updates."""
 
-    __slots__ = ("devices", "spots")
+    __slots__ = ("_live", "devices", "facts", "spots")
 
-    def __init__(self, state: State) -> None:
+    def __init__(self, state: State, live: dict[str, list[Any]]) -> None:
         self.spots: dict[tuple[str, str], int] = {(d, s): e for d, s, e in state.spots}
         self.devices: dict[str, int] = dict(state.devices)
+        self.facts: dict[str, list[Any]] | None = None
+        self._live = live
 
     def spot_rows(self) -> tuple[tuple[str, str, int], ...]:
         """``State.spots`` as it stands now."""
         return tuple((d, s, e) for (d, s), e in self.spots.items())
+
+    def fact_rows(self) -> tuple[DeviceFacts, ...]:
+        """The devices' facts as they stand now."""
+        return _fact_rows(self._live if not self.facts else {**self._live, **self.facts}, self.devices)
+
+    def note_device(self, device: str, seq: int | None, entry: int, kind: str, event: Any) -> None:
+        """Input ``entry`` (of ``kind``) came from ``device``, with its sequence number ``seq`` (a frame)
+        or without (a ``DeviceState``; any other input without a number is not the device's): its latest
+        seq and its :class:`DeviceFacts`, as the machine's bookkeeping takes them (``_on_device_event``,
+        ``_on_device_state``, ``_on_rejected``). A few assignments per input, nothing scanned."""
+        facts = self.facts
+        if facts is None:
+            facts = self.facts = {}
+        f = facts.get(device)
+        if f is None:  # its first input of the batch: a copy (a failed commit changes nothing)
+            live = self._live.get(device)
+            f = facts[device] = live.copy() if live is not None else list(_NEW_FACTS)
+        if seq is None:
+            if kind == "DeviceState":
+                f[_LINK] = event.state.value
+                if event.state is LinkState.DISCONNECTED:
+                    f[_LOST] = entry
+            return
+        self.devices[device] = seq
+        frames = f[_FRAMES] = f[_FRAMES] + 1
+        if frames - f[_NEXT_FRAMES] > RESEND_WINDOW:  # the frames from `next` on fill a window: move on
+            f[_FIRST], f[_FIRST_SESSION] = f[_NEXT], f[_NEXT_SESSION]
+            f[_NEXT], f[_NEXT_SESSION], f[_NEXT_FRAMES] = entry, f[_SESSION], frames
+        elif frames == 1:  # its first frame: the frames from it on are all of them
+            f[_FIRST] = f[_NEXT] = entry
+            f[_FIRST_SESSION] = f[_NEXT_SESSION] = f[_SESSION]
+            f[_NEXT_FRAMES] = 1
+        if kind not in _NOTED_KINDS:  # most frames: chips, buttons, heartbeats
+            f[_LAST] = entry
+        elif kind == "RejectedInput":  # counts as received, nothing of it applied
+            f[_LAST_REJECTED] = entry
+        else:
+            f[_LAST] = entry
+            if kind == "DeviceIdentity":
+                f[_SESSION] = event.session
+            elif kind != "ShoeStatus" or event.kind is ShoeStatusKind.BURN:
+                f[_CARDS] = True
 
     def state(self, state: State) -> State:
         """``state`` with the batch's pads and device numbers."""
         return msgspec.structs.replace(state, spots=self.spot_rows(), devices=self.devices)
 
 
-def _after_shoes(state: State, entry: int, shoes: Sequence[Any], spots: tuple[tuple[str, str, int], ...]
-                 ) -> dict[str, Any]:
+def _fact_rows(facts: dict[str, list[Any]], devices: dict[str, int]) -> tuple[DeviceFacts, ...]:
+    """:class:`DeviceFacts` records of the lists the writer keeps, with each device's last sequence number
+    from ``devices`` (``State.devices``)."""
+    return tuple(DeviceFacts(device, devices.get(device), *f[1:]) for device, f in facts.items())
+
+
+def _after_shoes(state: State, entry: int, shoes: Sequence[Any], spots: tuple[tuple[str, str, int], ...],
+                 facts: tuple[DeviceFacts, ...] | None) -> dict[str, Any]:
     """Shoe bookkeeping after input ``entry`` whose messages carry the shoe numbers ``shoes``: the input
-    whose messages first carry a new shoe number started that shoe (the machine's judgement). ``spots``:
-    ``State.spots`` before this input. Returns the changed :class:`State` fields (the pads as they stood
-    are snapshotted at each new shoe)."""
+    whose messages first carry a new shoe number started that shoe (the machine's judgement). ``spots``
+    and ``facts``: ``State.spots`` and the devices' facts before this input. Returns the changed
+    :class:`State` fields (the pads and the device facts as they stood are snapshotted at each new
+    shoe)."""
     current, anchor, replay_anchor, replay_shoe = (state.shoe, state.shoe_anchor, state.replay_anchor,
                                                    state.replay_shoe)
     anchor_spots, replay_spots = state.anchor_spots, state.replay_spots
+    anchor_facts, replay_facts = state.anchor_device_facts, state.replay_device_facts
     for shoe in shoes:
         if shoe is None or shoe == current:
             continue
         if current is None:  # the first shoe: replay from the journal's beginning
             current, replay_shoe = shoe, shoe
         elif anchor is None:  # the second shoe: the replay still covers the first from the beginning
-            current, anchor, anchor_spots = shoe, entry, spots
+            current, anchor, anchor_spots, anchor_facts = shoe, entry, spots, facts
         else:
-            replay_anchor, replay_shoe, replay_spots = anchor, current, anchor_spots
-            current, anchor, anchor_spots = shoe, entry, spots
+            replay_anchor, replay_shoe = anchor, current
+            replay_spots, replay_facts = anchor_spots, anchor_facts
+            current, anchor, anchor_spots, anchor_facts = shoe, entry, spots, facts
     return {"shoe": current, "shoe_anchor": anchor, "replay_anchor": replay_anchor,
-            "replay_shoe": replay_shoe, "anchor_spots": anchor_spots, "replay_spots": replay_spots}
+            "replay_shoe": replay_shoe, "anchor_spots": anchor_spots, "replay_spots": replay_spots,
+            "anchor_device_facts": anchor_facts, "replay_device_facts": replay_facts}
+
+
+def _window_needed(facts: DeviceFacts, now: dict[str, DeviceFacts]) -> bool:
+    """The frames of ``facts``' window (a snapshot, or the facts ``now``) may still be in a rebuilt machine's
+    memory: the device has sent fewer than a window of frames since (any more and the replay refills it)."""
+    latest = now.get(facts.device)
+    return latest is None or latest.frames - facts.frames < RESEND_WINDOW
 
 
 def _merge_ranges(seqs: Iterable[int]) -> tuple[tuple[int, int], ...]:
@@ -389,6 +459,8 @@ class Journal:
         self._blocks_cache: OrderedDict[int, list[Row]] = OrderedDict()
         self._units = bk.UnitCache()
         self._startup_rows: dict[int, list[Row]] = {}
+        self._facts: dict[str, list[Any]] = {}
+        """Each device's :class:`DeviceFacts` (as a list of the fields after ``device``) as of the head."""
         self._marked: dict[int, None] = {}
         self._marked_since = 0.0
         self._marked_at = 0.0
@@ -485,6 +557,7 @@ class Journal:
             if beyond is not None:  # unsealed rows every append would collide with, for ever
                 raise JournalDamaged(beyond)
             self._verify_tail(conn)
+            self._facts = self._rebuild_facts()
         self._db_name, self._wal_name = str(self.path), str(self._wal_path)
         self._db_id = self._file_id(self._db_name)
         self._wal_id = self._file_id(self._wal_name)
@@ -577,6 +650,30 @@ class Journal:
             raise JournalDamaged(f"journal {self.path}: delivery state of seq {wrong[0]} (and "
                                  f"{len(wrong) - 1} more) contradicts the sealed delivery marks: altered "
                                  "without the key")
+
+    def _rebuild_facts(self) -> dict[str, list[Any]]:
+        """The devices' facts at the head (:class:`DeviceFacts`): their snapshot at the current shoe's
+        start, then every input since, taken as each append takes it, from the rows :meth:`_verify_tail`
+        has just verified (they begin at the replay's start, at or before the current shoe's). A journal
+        written before these facts were kept has no snapshot (``None``): from the replay's start then, as
+        far back as the rows verified go. Raises :class:`JournalDamaged` for an input that cannot be
+        decoded (the replay would fail on it too)."""
+        state = self._state
+        anchor: int | None = state.shoe_anchor
+        snapshot = state.anchor_device_facts
+        if anchor is None or snapshot is None:
+            anchor, snapshot = None, ()
+        live = {f.device: list(msgspec.structs.astuple(f)[1:]) for f in snapshot}
+        work = _Working(state, live)
+        for block_id in sorted(self._startup_rows):
+            for row in self._startup_rows[block_id]:
+                if isinstance(row, InputRow) and (anchor is None or row.entry >= anchor):
+                    event = decode_event(row.kind, row.payload)
+                    device, seq = event_device(event)
+                    if device is not None:
+                        work.note_device(device, seq, row.entry, row.kind, event)
+        live.update(work.facts or {})
+        return live
 
     # ------------------------------------------------------------------ the head record, file checks
 
@@ -800,7 +897,7 @@ class Journal:
             out: list[list[OutboxRow]] = []
             pending: list[tuple[int, str | None]] = []
             blocks: list[Block] = []
-            work = _Working(state)
+            work = _Working(state, self._facts)
             for (kind, payload), (device, device_seq), ts, inp, emits in encoded:
                 state, rows, block = self._add_input(batch, state, work, kind, payload, device, device_seq,
                                                      ts, inp, emits, pending)
@@ -810,6 +907,8 @@ class Journal:
             state = work.state(state)
             self._commit(conn, batch, state, pending=pending, marks=marks, blocks=blocks)
             self._committed(state, marked)
+            if work.facts:
+                self._facts.update(work.facts)
             for rows in out:
                 for row in rows:
                     self._remember(row)
@@ -822,8 +921,8 @@ class Journal:
                    emits: Sequence[Emit], pending: list[tuple[int, str | None]]
                    ) -> tuple[State, list[OutboxRow], Block | None]:
         """Chain one input and its messages onto ``batch``; the state after it and the block it closes.
-        The pads and device numbers are kept in ``work`` (:class:`_Working`) until the batch ends: the
-        returned state's ``spots`` and ``devices`` are those before the batch."""
+        The pads, device numbers and device facts are kept in ``work`` (:class:`_Working`) until the batch
+        ends: the returned state's ``spots`` and ``devices`` are those before the batch."""
         entry = batch.entry_row(lambda e: InputRow(e, ts, kind, payload)).entry
         rows: list[OutboxRow] = []
         closing: tuple[Any, Any] | None = None
@@ -852,8 +951,8 @@ class Journal:
                     closing = key
             shoes.append(getattr(message, "shoe", None))
         if shoes and any(shoe is not None and shoe != state.shoe for shoe in shoes):  # a new shoe (rare)
-            state = msgspec.structs.replace(state, round=current,
-                                            **_after_shoes(state, entry, shoes, work.spot_rows()))
+            state = msgspec.structs.replace(state, round=current, **_after_shoes(
+                state, entry, shoes, work.spot_rows(), work.fact_rows()))
         elif current != state.round:
             state = msgspec.structs.replace(state, round=current)
         event = inp.event
@@ -861,8 +960,8 @@ class Journal:
             key = (event.device, event.spot)
             work.spots.pop(key, None)  # the latest change of each spot last: the order of the changes
             work.spots[key] = entry
-        if device is not None and device_seq is not None:
-            work.devices[device] = device_seq
+        if device is not None:
+            work.note_device(device, device_seq, entry, kind, event)
         state, block = self._after_batch(state, batch, ts, closing)
         return state, rows, block
 
@@ -1226,6 +1325,60 @@ class Journal:
         return [TimedInput(ts=found[e].ts, event=decode_event(found[e].kind, found[e].payload))
                 for e in wanted if e in found]
 
+    def devices_before_replay(self) -> list[DeviceSeed]:
+        """What a rebuilt machine knows of each device before the first input of :meth:`replay_inputs`,
+        for seeding it with :meth:`TableMachine.seed_devices
+        <daemon.table.machine.TableMachine.seed_devices>`: facts the machine learnt from inputs that may
+        be shoes old (an identity frame's session at power-up, a link state unchanged for days, a lost
+        link, a last sequence number, a card read). As they stood when the replay's first input came
+        (:class:`~daemon.journal.blocks.DeviceFacts`, snapshotted at that shoe's start), with the device's
+        last frames before it (at least :data:`~daemon.table.inputs.RESEND_WINDOW`, the frames it may
+        resend) while the replay holds fewer than that many of its frames; those frames are read back,
+        a few blocks at most, and retention keeps them meanwhile. Empty when the replay starts at the
+        journal's beginning; a journal written before these facts were kept has none for the devices last
+        heard from before then. Raises :class:`JournalDamaged` for a missing input or a block failing its
+        seal."""
+        with self._lock:
+            state = self._state
+            if state.replay_anchor is None:
+                return []
+            now = {f.device: f for f in _fact_rows(self._facts, state.devices)}
+            replay_facts = state.replay_device_facts or ()
+            windows = {f.device: (f.first, max(f.last, f.last_rejected)) for f in replay_facts
+                       if f.first and _window_needed(f, now)}
+            frames: dict[str, list[Any]] = {device: [] for device in windows}
+            try:
+                conn = self._db()
+                decoded: dict[int, Any] = {}
+                for device, (first, last) in windows.items():
+                    entry = first
+                    while entry <= last:  # a block at a time: a window of frames is a few blocks at most
+                        block, rows = self._block_holding(conn, state, entry)
+                        for row in rows:
+                            if not isinstance(row, InputRow) or not first <= row.entry <= last:
+                                continue
+                            event = decoded.get(row.entry)
+                            if event is None:
+                                event = decoded[row.entry] = decode_event(row.kind, row.payload)
+                            source, seq = event_device(event)
+                            if source == device and seq is not None:  # a frame of this device
+                                frames[device].append(event)
+                        entry = block.last_entry + 1
+            except sqlite3.Error as exc:
+                raise classify_sqlite_error(exc, "read") from None
+        return [DeviceSeed(device=f.device, seq=f.seq,
+                           session=f.first_session if f.device in windows else f.session,
+                           link=LinkState(f.link) if f.link is not None else None, lost=f.lost > f.last,
+                           reads_cards=f.cards, frames=tuple(frames.get(f.device, ())))
+                for f in replay_facts]
+
+    def _block_holding(self, conn: sqlite3.Connection, state: State, entry: int) -> tuple[Block, list[Row]]:
+        """The block holding ``entry`` and its verified rows; :class:`JournalDamaged` when it is gone."""
+        block = bk.block_of_entry(conn, state, entry)
+        if block is None:
+            raise JournalDamaged(f"journal {self.path}: the device input {entry} the replay needs is missing")
+        return block, self._block_rows(conn, block)
+
     def current_round(self) -> tuple[Any, Any] | None:
         """``(shoe, round)`` of the latest round any message was about (the round in progress, or the one
         opened for betting), ``None`` before the first round."""
@@ -1467,12 +1620,24 @@ class Journal:
     def _protected(self, conn: sqlite3.Connection, state: State) -> tuple[int, set[Block]]:
         """``(limit, keep)``: blocks from ``limit`` on are never deleted (the replay, the open block),
         and the blocks in ``keep`` hold something still needed (a pending message, the latest delivered
-        message of a retained topic, a bet-pad input)."""
+        message of a retained topic, a bet-pad input, the last frames of a device before the replay
+        or the current shoe that a rebuilt machine may still remember: :class:`DeviceFacts`)."""
         start = state.replay_anchor if state.replay_anchor is not None else 1
         first = bk.block_of_entry(conn, state, max(start, state.base))
         limit = first.id if first is not None and not first.is_open else state.open_entry
         keep: set[Block] = set()
         entries = {e for _, _, e in state.spots + state.anchor_spots + state.replay_spots}
+        frames: set[tuple[int, int]] = set()
+        current = _fact_rows(self._facts, state.devices)
+        now = {f.device: f for f in current}
+        for f in current + (state.anchor_device_facts or ()) + (state.replay_device_facts or ()):
+            if f.first and f.first < limit and _window_needed(f, now):  # frames from before the replay
+                frames.add((f.first, min(max(f.last, f.last_rejected), limit - 1)))  # of a device quiet since
+        for lo, hi in frames:
+            holder = bk.block_of_entry(conn, state, lo)
+            keep.update(bk._block(r) for r in conn.execute(
+                f"SELECT {bk.BLOCK_COLS} FROM blocks WHERE id BETWEEN ? AND ?",
+                (holder.id if holder is not None else lo, hi)))
         seqs = {s for _, _, s in state.topics}
         first_limit_seq = first.first_seq if first is not None else state.open_seq
         seqs |= {int(r[0]) for r in conn.execute("SELECT seq FROM pending WHERE seq < ?", (first_limit_seq,))}

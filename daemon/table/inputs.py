@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from tablesense.daemon.messages import Message
-from tablesense.drivers.events import DeviceEvent, DeviceState
+from tablesense.drivers.events import DeviceEvent, DeviceState, LinkState
 
-__all__ = ["COMMAND_NAMES", "ROUND_BOUND_COMMANDS", "SHOE_BOUND_COMMANDS", "Channel", "Command",
-           "CommandReply", "Emit", "InstanceConflict", "JournalOutage", "RejectedInput", "TableStart", "Tick",
-           "TimedInput"]
+__all__ = ["COMMAND_NAMES", "RESEND_WINDOW", "ROUND_BOUND_COMMANDS", "SHOE_BOUND_COMMANDS", "Channel",
+           "Command", "CommandReply", "DeviceSeed", "Emit", "InstanceConflict", "JournalOutage",
+           "RejectedInput", "TableStart", "Tick", "TimedInput"]
 
 COMMAND_NAMES: tuple[str, ...] = ("void_round", "enter_card", "new_shoe", "ack_alarm", "rescan")
 """Operator commands the machine accepts (``{prefix}/{table}/cmd/{name}``)."""
@@ -28,6 +28,11 @@ args) and is refused for any other round (docs/state-machine.md, "Commands")."""
 
 SHOE_BOUND_COMMANDS: frozenset[str] = frozenset({"new_shoe"})
 """Commands that name the shoe they act on (``shoe`` arg) and are refused for any other."""
+
+RESEND_WINDOW = 64
+"""Device frames remembered per device (the protocol's unacknowledged-frame limit): a frame with the
+number and the content of one of them, in the same device session, is a resend
+(:meth:`daemon.table.machine.TableMachine.is_resend`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +138,33 @@ class JournalOutage:
     since: str
     failures: int
     error: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSeed:
+    """What a machine rebuilt from a later replay start knows of one device before the replayed inputs
+    (:meth:`~daemon.table.machine.TableMachine.seed_devices`; the journal keeps it:
+    :meth:`~daemon.journal.store.Journal.devices_before_replay`). Not an input: no time, not journaled.
+
+    Attributes:
+        device: the device name.
+        seq: its last sequence number (``None``: never heard).
+        session: the session of its latest identity frame before ``frames`` (``None``: none seen).
+        link: its latest link state (``None``: none journaled).
+        lost: disconnected since its last frame.
+        reads_cards: it sent a card or a burn frame.
+        frames: its last device frames (events, or ``RejectedInput`` with its ``device`` and ``seq``), in
+            order: at least :data:`RESEND_WINDOW` of them, or all since the journal began keeping them;
+            empty when the replay holds that many of its frames.
+    """
+
+    device: str
+    seq: int | None = None
+    session: str | None = None
+    link: LinkState | None = None
+    lost: bool = False
+    reads_cards: bool = False
+    frames: tuple[DeviceEvent | RejectedInput, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

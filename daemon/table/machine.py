@@ -13,15 +13,17 @@ nothing until released. Per-game dealing: :mod:`daemon.table.baccarat_deal`,
 :mod:`daemon.table.blackjack_deal`, :mod:`daemon.table.uth_deal`; what is public:
 :mod:`daemon.table.barrier`.
 
-Recovery: build ``TableMachine(config, shoe=N)`` with the number of the shoe in play and replay the
-journaled inputs from the one that started it (a ``new_shoe`` on a shoe with no card out keeps its
-number), or all inputs from the start with the default ``shoe=1``.
+Recovery: build ``TableMachine(config, shoe=N)`` with the number of the shoe in play, seed what it knew
+from before (:meth:`TableMachine.seed_pads`: the bet pads; :meth:`TableMachine.seed_devices`: each
+device's session, link state, sequence number and last frames) and replay the journaled inputs from the
+one that started it (a ``new_shoe`` on a shoe with no card out keeps its number), or all inputs from the
+start with the default ``shoe=1``.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, get_args
@@ -60,11 +62,13 @@ from tablesense.daemon.table.blackjack_deal import BlackjackRound
 from tablesense.daemon.table.game import BURN, TERM, Face, GameRound, LockedWager, Outcome
 from tablesense.daemon.table.inputs import (
     COMMAND_NAMES,
+    RESEND_WINDOW,
     ROUND_BOUND_COMMANDS,
     SHOE_BOUND_COMMANDS,
     Channel,
     Command,
     CommandReply,
+    DeviceSeed,
     Emit,
     InstanceConflict,
     JournalOutage,
@@ -118,9 +122,6 @@ them."""
 _MAX_RECORD_ITEMS = 1024
 """Set-aside cards, spot changes, alarm records and commands one round record lists at most (a faulty
 shoe repeating a card, a flapping pad): the journal keeps every input, the alarm counts the repeats."""
-RESEND_WINDOW = 64
-"""Device frames remembered per device (the protocol's unacknowledged-frame limit): a frame with the
-number and the content of one of them, in the same device session, is a resend (:meth:`is_resend`)."""
 _RESCAN_ACTIONS = ("keep", "set_aside")
 _HOLD_CARD_CODES = frozenset({"SEQUENCE_GAP", "INPUT_REJECTED", "DEVICE_RESTARTED", "CARD_NOT_IN_SHOE"})
 """Holds during which ``enter_card`` may put a card the device lost (or an input that was rejected, or
@@ -211,8 +212,9 @@ class TableMachine:
         config: the validated table config.
         shoe: the number of the shoe in play when the machine starts (default 1).
 
-    The public API: :meth:`handle`, :meth:`handle_command`, :attr:`public_state`, :meth:`snapshot`, and
-    for the daemon's intake :meth:`is_resend`, :meth:`last_seq`, :meth:`session` and :meth:`stall_due`.
+    The public API: :meth:`handle`, :meth:`handle_command`, :attr:`public_state`, :meth:`snapshot`, for
+    the daemon's intake :meth:`is_resend`, :meth:`last_seq`, :meth:`session` and :meth:`stall_due`, and
+    for a machine rebuilt from the journal :meth:`seed_pads` and :meth:`seed_devices`.
     """
 
     def __init__(self, config: TableConfig, *, shoe: int = 1) -> None:
@@ -408,10 +410,66 @@ class TableMachine:
                              operator=str(cmd.operator)[:MAX_ARG_CHARS], ok=reply.ok, reason=reply.reason,
                              command_id=str(cmd.command_id)[:64])
 
+    def seed_devices(self, seeds: Iterable[DeviceSeed]) -> None:
+        """Set what the machine knows of its devices from before the replayed inputs (recovery: what
+        :meth:`Journal.devices_before_replay <daemon.journal.store.Journal.devices_before_replay>` returns
+        for the replay's start): each device's last sequence number (:meth:`last_seq`), its session
+        (:meth:`session`), its link state, whether it was lost since its last frame, whether it reads cards
+        (a device whose configured role is the bet pads never does), and its last frames, taken in order
+        through the same bookkeeping :meth:`handle` applies to a device frame or a rejected one (the frames
+        it may resend, :meth:`is_resend`; a new session in an identity frame forgets the frames before it).
+        Nothing else: no alarm (the live machine raised and closed its DEVICE_LOST or DEVICE_RESTARTED
+        long ago), no record, no emit, no round or shoe change. Pure: no I/O, no clock.
+
+        Seeded so and fed the replay, the machine's device facts are those of the machine that applied
+        every input (docs/journal.md, "Crash recovery", for the one exception)."""
+        for seed in seeds:
+            device = seed.device
+            if seed.seq is not None:
+                self._dev_seq[device] = seed.seq
+            if seed.session is not None:
+                self._sessions[device] = seed.session
+            for ev in seed.frames:
+                if isinstance(ev, RejectedInput):
+                    self._note_rejected(ev)
+                    continue
+                self._remember(ev.device, ev.seq, ev)  # as _on_device_event, without its alarms
+                self._dev_seq[ev.device] = ev.seq
+                if isinstance(ev, DeviceIdentity):
+                    self._new_session(ev)
+                self._was_lost.pop(ev.device, None)
+                if isinstance(ev, _CARD_EVENTS) or (isinstance(ev, ShoeStatus)
+                                                    and ev.kind is ShoeStatusKind.BURN):
+                    self._seed_card_reader(ev.device)
+            if seed.link is not None:
+                self._dev_state[device] = seed.link
+            if seed.lost:
+                self._was_lost[device] = True
+            else:
+                self._was_lost.pop(device, None)
+            if seed.reads_cards:
+                self._seed_card_reader(device)
+
+    def _seed_card_reader(self, device: str) -> None:
+        """``device`` sent a card or a burn frame: it reads cards, unless its configured role never sends
+        them (then the frame was not applied: WRONG_DEVICE; :meth:`_on_card`, :meth:`_on_shoe_status`)."""
+        if CardDrawn not in self._never_sends.get(device, ()):
+            self._card_devices[device] = True
+
     def seed_pads(self, events: Sequence[SpotChanged]) -> None:
         """Set the bet-pad state from spot changes seen before the replayed inputs (recovery): no alarm,
-        no record, no emit. Only the last state of each spot matters."""
+        no record, no emit. Only the last state of each spot matters. Taken as :meth:`handle` took them:
+        a change from a device whose configured role never sends one (WRONG_DEVICE) is not applied, and a
+        spot not in the spot map is only remembered as unknown (its UNKNOWN_SPOT alarm was raised once,
+        not again: ``snapshot()["unknown_spots"]``)."""
         for ev in events:
+            never = self._never_sends.get(ev.device)
+            if never is not None and isinstance(ev, never):
+                continue
+            if ev.spot not in self.config.spots:
+                if ev.spot[:64] not in self._unknown_spots and len(self._unknown_spots) < _MAX_ACKABLE:
+                    self._unknown_spots[ev.spot[:64]] = True
+                continue
             self._pads.update(ev)
 
     @property
@@ -455,6 +513,10 @@ class TableMachine:
             "alarms": sorted((k, v.value, self._alarm_counts.get(k, 1)) for k, v in self._ackable.items()),
             "sessions": dict(sorted(self._sessions.items())),
             "recent": {d: list(r) for d, r in sorted(self._recent.items())},
+            "links": {d: state.value for d, state in sorted(self._dev_state.items())},
+            "lost": sorted(self._was_lost),
+            "card_devices": sorted(self._card_devices),
+            "unknown_spots": sorted(self._unknown_spots),
             "suspect": self._suspect.index if self._suspect is not None else None,
             "aside": self._aside.index if self._aside is not None else None,
             "cleared": self._cleared,
@@ -831,14 +893,22 @@ class TableMachine:
         while len(recent) > RESEND_WINDOW:
             recent.popitem(last=False)
 
+    def _note_rejected(self, ev: RejectedInput) -> bool:
+        """A rejected device frame counts as received: its number is the device's last and its journal
+        form is remembered (a resend of it is recognised). ``True`` when ``ev`` was a device frame. The
+        bookkeeping part of a ``RejectedInput``, shared with :meth:`seed_devices`."""
+        if ev.device is None or ev.seq is None:
+            return False
+        self._dev_seq[ev.device] = ev.seq
+        self._remember(ev.device, ev.seq, ev.payload)
+        return True
+
     def _on_rejected(self, ev: RejectedInput) -> None:
         """An input whose application raised, journaled in its place: nothing of it is applied; the
         device frame counts as received (its resend is recognised, no gap follows)."""
         where = ""
-        if ev.device is not None and ev.seq is not None:
-            self._dev_seq[ev.device] = ev.seq
-            self._remember(ev.device, ev.seq, ev.payload)
-            where = f" from device {ev.device[:64]} (sequence {ev.seq})"
+        if self._note_rejected(ev):
+            where = f" from device {str(ev.device)[:64]} (sequence {ev.seq})"
         error = ev.error.split(":", 1)[0][:60]  # the exception's type only: its text might name a card
         self._alarm(AlarmCode.INPUT_REJECTED, f"{ev.kind[:40]} input{where} rejected, not applied ({error}); "
                     "it is in the journal", device=ev.device)
@@ -854,15 +924,23 @@ class TableMachine:
             f"round {self._round_no}: no card for {self.config.round.stall_seconds} s while its cards are "
             "due")
 
-    def _restart(self, ev: DeviceIdentity) -> bool:
-        """A device identity frame: record its session; True when it announces a restart (a session
-        different from the last one seen): its old frames are forgotten and DEVICE_RESTARTED raised."""
+    def _new_session(self, ev: DeviceIdentity) -> bool:
+        """Record an identity frame's session; ``True`` when it announces a restart (a session different
+        from the last one seen): the device's old frames are forgotten, the identity frame is its only
+        one. The bookkeeping part of :meth:`_restart`, shared with :meth:`seed_devices`."""
         known = self._sessions.get(ev.device)
         self._sessions[ev.device] = ev.session
         if known is None or known == ev.session:
             return False
         self._recent.pop(ev.device, None)
         self._remember(ev.device, ev.seq, ev)
+        return True
+
+    def _restart(self, ev: DeviceIdentity) -> bool:
+        """A device identity frame: record its session; True when it announces a restart (a session
+        different from the last one seen): its old frames are forgotten and DEVICE_RESTARTED raised."""
+        if not self._new_session(ev):
+            return False
         shoe = self._role(ev.device) == "shoe"
         if shoe and self._phase in _IN_PLAY:  # a restarted reader may report the card in its throat again
             self._watch_rescan(ev.device)
