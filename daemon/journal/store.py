@@ -469,7 +469,7 @@ class Journal:
         self._wal_id: tuple[int, int] | None = None
         self._broken: str | None = None
         try:
-            self._dir.mkdir(parents=True, exist_ok=True)
+            self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # created private (see _open)
             self._lock_fd = os.open(self._dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             self._release()
@@ -526,6 +526,12 @@ class Journal:
         existed = self.path.exists() and self.path.stat().st_size > 0
         if not existed:
             self._check_head_record(None)  # no journal here: was there one? (then nothing is created)
+            # created owner-only whatever the umask: it holds every face-down card of the completed
+            # rounds (SQLite gives the WAL and its index the journal file's mode)
+            try:
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+            except OSError as exc:
+                raise JournalUnwritable(f"journal {self.path} cannot be created: {exc}") from None
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10.0)
         self._conn = conn
         conn.execute("PRAGMA busy_timeout=10000")
