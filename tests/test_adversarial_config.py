@@ -9,23 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from config_support import SHOE_TABLE
 
 from tablesense.daemon.cli import main
 from tablesense.daemon.config import ConfigError, parse_config
 
-BASE = """table = "t9"
-game = "baccarat"
-decks = 6
-seats = ["1", "2"]
-[wagers.player]
-min = 100
-max = 1000
-[spots]
-"3" = { seat = "1", bet = "player" }
-[devices.shoe]
-url = "/dev/null"
-role = "shoe"
-[mqtt]
+BASE = SHOE_TABLE + """[mqtt]
 host = "127.0.0.1"
 [journal]
 directory = "/tmp/tablesense-adversarial-journal"

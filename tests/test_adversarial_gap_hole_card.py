@@ -13,12 +13,19 @@ from machine_support import Driver, blackjack_config, card_tokens, public_payloa
 from tablesense.drivers.events import Button, ShoeStatusKind
 
 
-def _deal() -> Driver:
-    d = Driver(blackjack_config())
+def _locked(decks: int = 6, pairs: bool = True) -> Driver:
+    """A blackjack table, one box bet (and its Perfect Pairs unless ``pairs`` is false), no more bets."""
+    d = Driver(blackjack_config(decks=decks))
     d.status(ShoeStatusKind.NEW_SHOE)
     d.bet("B1", 1000)
-    d.bet("PP1", 500)
+    if pairs:
+        d.bet("PP1", 500)
     d.button(Button.NO_MORE_BETS)
+    return d
+
+
+def _deal() -> Driver:
+    d = _locked()
     d.card("5H")  # box 1, first card
     d.card("7C", skip=1)  # the dealer's up card's frame was lost; this is box 1's second card
     d.card("QS")  # the dealer's hole card, face down
@@ -41,11 +48,7 @@ def test_the_hole_card_after_a_misread_card_never_reaches_a_public_topic() -> No
     """One deck: box 1's second card is misread as a card the shoe already gave (``CARD_NOT_IN_SHOE``,
     set aside, held); the hole card then takes box 1's second slot, face up, and Perfect Pairs is settled
     on it. An unreadable card instead queues the cards after it (checked below)."""
-    d = Driver(blackjack_config(decks=1))
-    d.status(ShoeStatusKind.NEW_SHOE)
-    d.bet("B1", 1000)
-    d.bet("PP1", 500)
-    d.button(Button.NO_MORE_BETS)
+    d = _locked(decks=1)
     d.cards(["5H", "7C", "5H", "QS"])  # box 1, dealer up, box 1 (misread), hole card
     assert "CARD_NOT_IN_SHOE" in d.codes()
     leaked = [p for p in public_payloads(d.emits) if "QS" in card_tokens(p)]
@@ -53,11 +56,7 @@ def test_the_hole_card_after_a_misread_card_never_reaches_a_public_topic() -> No
 
 
 def test_the_hole_card_after_an_unreadable_card_stays_private() -> None:
-    d = Driver(blackjack_config())
-    d.status(ShoeStatusKind.NEW_SHOE)
-    d.bet("B1", 1000)
-    d.bet("PP1", 500)
-    d.button(Button.NO_MORE_BETS)
+    d = _locked()
     d.cards(["5H", "7C"])
     d.unreadable()
     d.card("QS")
@@ -85,11 +84,7 @@ def test_after_the_supervisor_enters_the_lost_cards_the_hole_card_takes_its_own_
 def test_a_misread_card_can_be_entered_with_its_real_value() -> None:
     """One deck, box 1's second card misread as a card already out (``CARD_NOT_IN_SHOE``): the
     supervisor enters its real value and acknowledges; the hole card follows into the hole."""
-    d = Driver(blackjack_config(decks=1))
-    d.status(ShoeStatusKind.NEW_SHOE)
-    d.bet("B1", 1000)
-    d.bet("PP1", 500)
-    d.button(Button.NO_MORE_BETS)
+    d = _locked(decks=1)
     d.cards(["5H", "7C", "5H", "QS"])
     (misread,) = [a for a in d.alarms() if a.code == "CARD_NOT_IN_SHOE"]
     assert d.command("enter_card", card="5D", shoe="1", round="1").ok
@@ -104,10 +99,7 @@ def test_a_misread_card_can_be_entered_with_its_real_value() -> None:
 def test_a_gap_acknowledged_without_entering_deals_the_queued_cards_on() -> None:
     """The supervisor judges that the lost frame was no card (a heartbeat) and acknowledges at once:
     the queued cards take the places in the order they came; the set-aside card stays out."""
-    d = Driver(blackjack_config())
-    d.status(ShoeStatusKind.NEW_SHOE)
-    d.bet("B1", 1000)
-    d.button(Button.NO_MORE_BETS)
+    d = _locked(pairs=False)
     d.card("5H")
     d.card("9D", skip=1)  # carries the gap: set aside
     d.card("7C")

@@ -8,23 +8,12 @@ import os
 from pathlib import Path
 
 import pytest
+from config_support import SHOE_TABLE
 
 from tablesense.daemon.cli import main
 from tablesense.daemon.config import ConfigError, load_config, parse_config
 
-BASE = """table = "t9"
-game = "baccarat"
-decks = 6
-seats = ["1", "2"]
-[wagers.player]
-min = 100
-max = 1000
-[spots]
-"3" = { seat = "1", bet = "player" }
-[devices.shoe]
-url = "/dev/null"
-role = "shoe"
-"""
+BASE = SHOE_TABLE
 
 
 def _files(tmp_path: Path, *, journal_key: Path | None = None) -> str:

@@ -12,22 +12,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from config_support import PLAYER_TABLE
 
 from tablesense.daemon.config import MAX_MONEY, ConfigError, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLESENSE = str(Path(sys.executable).parent / "tablesense")
-BASE = """
-table = "t9"
-game = "baccarat"
-decks = 6
-seats = ["1", "2"]
-[wagers.player]
-min = 100
-max = 1000
-[spots]
-"3" = { seat = "1", bet = "player" }
-"""
+BASE = PLAYER_TABLE
 
 
 def _cli(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
