@@ -22,6 +22,7 @@ start with the default ``shoe=1``.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -123,6 +124,8 @@ _MAX_RECORD_ITEMS = 1024
 """Set-aside cards, spot changes, alarm records and commands one round record lists at most (a faulty
 shoe repeating a card, a flapping pad): the journal keeps every input, the alarm counts the repeats."""
 _RESCAN_ACTIONS = ("keep", "set_aside")
+ADDRESS = "<address>"
+"""A device's address as the public ``devices/{name}`` detail reads (:meth:`TableMachine._public_detail`)."""
 _HOLD_CARD_CODES = frozenset({"SEQUENCE_GAP", "INPUT_REJECTED", "DEVICE_RESTARTED", "CARD_NOT_IN_SHOE"})
 """Holds during which ``enter_card`` may put a card the device lost (or an input that was rejected, or
 the real value of a card the reader misread as one the shoe cannot hold)."""
@@ -854,11 +857,32 @@ class TableMachine:
             return conf.role
         return "shoe" if device in self._card_devices else "pads"
 
+    def _public_detail(self, device: str, detail: str) -> str:
+        """A link state's ``detail`` as published on ``devices/{name}``, which signage may read: the
+        device's address (its configured URL, the host and port or the host in it) replaced by
+        ``<address>``, so a display's stolen password does not say where the shoe's serial server is
+        (docs/security.md). The journal keeps the input's detail whole."""
+        conf = self.config.devices.get(device)
+        if conf is None or not conf.url:
+            return detail
+        url = conf.url
+        out = detail.replace(url, ADDRESS)
+        scheme, sep, rest = url.partition("://")
+        if sep and scheme not in ("usb", "loop"):
+            out = out.replace(rest, ADDRESS)  # "rfc2217 host:port @ 9600"
+            host, _, port = rest.split("/", 1)[0].split("?", 1)[0].rpartition(":")
+            host = host.strip("[]") if host else port
+            if host:  # the host alone only as a whole word: a short name must not eat other words
+                out = re.sub(rf"(?<![\w.-]){re.escape(host)}(?::{re.escape(port)})?(?![\w.-])", ADDRESS,
+                             out.replace(f"{host}:{port}", ADDRESS))
+        return out
+
     def _on_device_state(self, ev: DeviceState) -> None:
         previous = self._dev_state.get(ev.device)
         self._dev_state[ev.device] = ev.state
         self._emit(Channel.DEVICE, DeviceStatus(table=self.config.table, ts=self._ts, name=ev.device,
-                                                state=ev.state.value, detail=ev.detail[:200]),
+                                                state=ev.state.value,
+                                                detail=self._public_detail(ev.device, ev.detail)[:200]),
                    device=ev.device, retain=True)
         lost = [a for a, c in self._holds.items() if c is AlarmCode.DEVICE_LOST]
         if ev.state is LinkState.DISCONNECTED:
