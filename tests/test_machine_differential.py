@@ -43,10 +43,10 @@ def digest(pkg: str, game: str, sequences: int = SEQUENCES) -> str:
 
 
 GOLDEN = {
-    'baccarat': '79e936be318bbdf5e3c9dc3551d7277e7ab8d162fab0923abb9125eef7d67543',
-    'ez-baccarat': 'f5049b2e57c56034c5d846d3218c8d3de97639d89a1bd445c37a06f9e158574c',
-    'blackjack': '42814ef262e4665c306b0e4a037f7868d16317189f62626035b30cd488cfe71b',
-    'uth': '98369704afbedc2ae38d1605065544d8f9cd5c58d1ff05b3ad7f02444b8688f9',
+    'baccarat': '88193cd1eaf5715069cc51c7760370d025d6ee4b197d99d4d6469e047101dafe',
+    'ez-baccarat': 'd292c89b7c603c81e0e3d9ef982c47ac76972aa279edf4c58c582f34147b7d10',
+    'blackjack': '52d81f15e325a44cf003434a749bb3af5c19efb977c2957d5e19eefdffc236ba',
+    'uth': '43b1fc0266a78263bc4424ef70d49451fe0fba89d341f91c49459e34427f42d7',
 }
 
 

@@ -717,6 +717,13 @@ class TableMachine:
         deal stands is not known (a lost frame may have been a card, a misread card took a place), so
         later cards queue, private, until the supervisor enters what is missing (``enter_card``) and
         acknowledges its alarm (``ack_alarm``), or voids the round (:meth:`_set_aside_mid_deal`)."""
+        self._gap_unknown: list[CardEntry] = []
+        """Unreadable cards set aside because they carried a sequence gap (counted out, value unknown):
+        the first card a supervisor enters that is not a set-aside card read before is taken as one of
+        them (:meth:`_enter_card`), so the shoe counts it once."""
+        self._aside_codes: dict[int, AlarmCode] = {}
+        """The alarm code of each set-aside card waiting in the queue (by card index), to raise again
+        when the deal reaches it (:meth:`_reach_aside`)."""
         self._rescan_watch = {}
         self._activity_ts = None
         self._stall_alarm = None
@@ -819,7 +826,11 @@ class TableMachine:
         if game is None or self._phase not in _IN_PLAY:
             return
         while self._queue and game.unresolved() is None and self._suspect is None and self._aside is None:
-            self._place(self._queue.pop(0), from_queue=True)
+            entry = self._queue.pop(0)
+            if entry.status == "queued":
+                self._place(entry, from_queue=True)
+            else:  # a card set aside behind the cards before it: now the deal stops at it
+                self._reach_aside(entry)
         if game.initial_deal_done and self._phase is Phase.DEALING and not game.complete():
             self._phase = Phase.REVEAL if isinstance(game, UthRound) else Phase.PLAYING
         if game.unresolved() is not None or self._suspect is not None or self._aside is not None:
@@ -986,8 +997,11 @@ class TableMachine:
         gap = last is not None and seq != (last + 1) % SEQ_MODULUS and not restarted  # 99999 -> 0: no gap
         if gap and not isinstance(ev, _CARD_EVENTS):  # frames of the shoe may have been cards: its gap
             hold = self._role(device) == "shoe"      # holds, between rounds too
-            self._alarm(AlarmCode.SEQUENCE_GAP, f"device {device}: sequence {last} then {seq}",
-                        device=device, hold=hold)
+            alarm_id = self._alarm(AlarmCode.SEQUENCE_GAP, f"device {device}: sequence {last} then {seq}",
+                                   device=device, hold=hold)
+            if hold and self._phase is Phase.DEALING:  # the lost frames may have been cards of this deal
+                self._set_aside_mid_deal(CardEntry(self._record.next_index, None, self._ts, device, seq,
+                                                   status="gap", alarm_id=alarm_id))
         never = self._never_sends.get(device)
         if never is not None and isinstance(ev, never) and self._wrong_device(ev):
             return
@@ -1080,6 +1094,8 @@ class TableMachine:
         elif gap:
             self._set_aside(entry, AlarmCode.SEQUENCE_GAP, f"device {device}: sequence {last} then {seq}; "
                             "the card joins no hand")
+            if card is None and self._phase in _IN_PLAY:
+                self._gap_unknown.append(entry)
             self._set_aside_mid_deal(entry)
         elif self._phase in _BETWEEN:
             cleared = ("" if self._cleared or self._phase is Phase.SHOE_END
@@ -1102,9 +1118,66 @@ class TableMachine:
         up card's place) or hands settled that were never dealt. Later cards queue (private) until the
         supervisor enters the missing card(s) with ``enter_card`` (they take their places first) and
         acknowledges the alarm, which deals the queued cards on; or voids the round. Cards are placed
-        in the order they left the shoe (docs/state-machine.md, "Holds")."""
-        if self._phase in _IN_PLAY and self._aside is None and entry.alarm_id is not None:
+        in the order they left the shoe (docs/state-machine.md, "Holds").
+
+        Only in the initial deal (``dealing``): a blackjack card after it (a hit, never public, settling
+        nothing) or a card when none is due (the UTH reveal) has no place a lost card could take.
+
+        The deal stops at the set-aside card only once every card that left the shoe before it is placed:
+        behind an unreadable card, a possible re-scan or cards queued behind another set-aside card, it
+        waits in the queue, in its place among them (:meth:`_reach_aside`), so the cards the supervisor
+        enters for it go after the cards that came before it. One that follows the card the deal stops at
+        (or another one waiting) with no card between, under the same alarm, adds nothing: the supervisor
+        enters the missing cards of both in order before acknowledging."""
+        alarm_id = entry.alarm_id
+        if self._phase is not Phase.DEALING or alarm_id is None:
+            return
+        at = self._queue_at(entry)
+        if self._aside is None and self._suspect is None and at == 0:
             self._aside = entry
+            return
+        run: set[str | None] = set()
+        i = at
+        while i > 0 and self._queue[i - 1].status != "queued":
+            run.add(self._queue[i - 1].alarm_id)
+            i -= 1
+        if i == 0 and self._aside is not None:
+            run.add(self._aside.alarm_id)
+        if alarm_id in run:
+            return
+        code = self._ackable.get(alarm_id)
+        if code is not None:
+            self._aside_codes[entry.index] = code
+        self._queue.insert(at, entry)
+
+    def _reach_aside(self, entry: CardEntry) -> None:
+        """The deal reached a card set aside behind earlier cards (:meth:`_set_aside_mid_deal`): the cards
+        after it wait for the supervisor from here. Its alarm, acknowledged meanwhile (or one alarm for it
+        and an earlier set-aside card, acknowledged for that one), is raised again: acknowledged before
+        the cards before it were placed, the missing cards could not have been entered in their place."""
+        self._aside = entry
+        code = self._aside_codes.pop(entry.index, None)
+        old = entry.alarm_id
+        if old in self._holds:
+            return
+        entry.alarm_id = self._alarm(
+            code or AlarmCode.SEQUENCE_GAP,
+            f"round {self._round_no}: the cards before set-aside card {entry.index} are placed; enter what "
+            "is missing before it (enter_card), then acknowledge this alarm to deal on", device=entry.device)
+        # the set-aside cards that followed it with no card between (one alarm for them) go with it
+        limit = next((e.index for e in self._queue if e.status == "queued"), None)
+        for e in self._record.cards:
+            if (e.alarm_id == old and e.status in ("set_aside", "re_entered") and e.index >= entry.index
+                    and (limit is None or e.index < limit)):
+                e.alarm_id = entry.alarm_id
+
+    def _queue_at(self, entry: CardEntry) -> int:
+        """Where ``entry`` goes in the queue: after every queued card that left the shoe before it."""
+        at = len(self._queue)
+        while at > 0 and self._queue[at - 1].index > entry.index:
+            at -= 1
+        return at
+
     def _place(self, entry: CardEntry, from_queue: bool = False) -> None:
         game = self._game
         assert game is not None
@@ -1112,7 +1185,7 @@ class TableMachine:
         if not entered_past and (game.unresolved() is not None or self._suspect is not None
                                  or self._aside is not None or (self._queue and not from_queue)):
             entry.status = "queued"
-            self._queue.append(entry)
+            self._queue.insert(self._queue_at(entry), entry)  # in the order the cards left the shoe
             return
         if game.next_position() is None:
             self._set_aside(entry, AlarmCode.EXTRA_CARD, "a card when the rules call for none")
@@ -1358,9 +1431,14 @@ class TableMachine:
             return CommandReply(False, "the rules call for no card now")
         aside = next((e for e in self._record.cards
                       if e.status == "set_aside" and e.card == card and e.taken), None)
-        if aside is None and self._shoe.take(card) is not None:
-            return CommandReply(False, f"{card} cannot be in the shoe any more")
-        if aside is not None:
+        if aside is None:
+            unknown = self._gap_unknown[0] if self._gap_unknown else None
+            code = self._shoe.resolve_unknown(card) if unknown is not None else self._shoe.take(card)
+            if code is not None:
+                return CommandReply(False, f"{card} cannot be in the shoe any more")
+            if unknown is not None:  # counted out when it left the shoe unread
+                self._gap_unknown.pop(0).status = "re_entered"
+        else:
             aside.status = "re_entered"
         entry = self._record.new_card(card, self._ts, None, None)
         entry.status, entry.taken = "entered", True
@@ -1390,9 +1468,10 @@ class TableMachine:
             if code is not None:
                 decks = self._shoe.composition.decks
                 self._set_aside(entry, code, f"a card the {decks}-deck shoe cannot hold")
+                self._set_aside_mid_deal(entry)
             else:
                 entry.status = "dealt"
-                self._place(entry, from_queue=True)
+                self._place(entry)  # after any card queued before it (behind an unreadable card)
         self._advance()
         self._check_exhausted(entry.device)
         return CommandReply(True)

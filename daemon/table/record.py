@@ -82,6 +82,11 @@ class RoundRecord:
     commands: list[CommandRecord] = field(default_factory=list)
     _next_index: int = 1
 
+    @property
+    def next_index(self) -> int:
+        """The index the next card will get."""
+        return self._next_index
+
     def new_card(self, card: Card | None, ts: str, device: str | None, device_seq: int | None) -> CardEntry:
         """Append a card in draw order (1-based index) and return it."""
         entry = CardEntry(self._next_index, card, ts, device, device_seq)
