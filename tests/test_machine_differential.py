@@ -11,7 +11,9 @@ reply, public round state, watchdog time and snapshot after every input) were re
 reference machine with :func:`digest` (``PYTHONPATH`` holding the reference build as ``tablesense_old``),
 and recorded again from this machine when a card set aside mid-deal (a sequence gap, a card the shoe
 cannot hold) began to queue the cards after it until a supervisor resolves it (a change of behaviour on
-such sequences, which every game's fuzzing reaches; tests/test_adversarial_gap_*.py)."""
+such sequences, which every game's fuzzing reaches; tests/test_adversarial_gap_*.py), and again when the
+shoe's restart and a rejected card frame mid-deal began to stop the deal the same way (with those two
+rules off, the digests were the ones recorded before; tests/test_adversarial_restart_mid_deal.py)."""
 
 from __future__ import annotations
 
@@ -43,10 +45,10 @@ def digest(pkg: str, game: str, sequences: int = SEQUENCES) -> str:
 
 
 GOLDEN = {
-    'baccarat': '88193cd1eaf5715069cc51c7760370d025d6ee4b197d99d4d6469e047101dafe',
-    'ez-baccarat': 'd292c89b7c603c81e0e3d9ef982c47ac76972aa279edf4c58c582f34147b7d10',
-    'blackjack': '52d81f15e325a44cf003434a749bb3af5c19efb977c2957d5e19eefdffc236ba',
-    'uth': '43b1fc0266a78263bc4424ef70d49451fe0fba89d341f91c49459e34427f42d7',
+    'baccarat': '1b70e331a1ddc762806fcf2f79450e471c9427c74c423f067b261e0781bf42ab',
+    'ez-baccarat': '0af71216af0106728a2b8b6efe5e8361fae488a5bfc247b085ad79cc8b78aa81',
+    'blackjack': '7b3e1a4341ee6b55c54cbfb0d31b6c112539748a298c98d8c223dff8b7bdf183',
+    'uth': '03e8e80d7540150ed2d56d1ef13de922ec48abcbf7dc0961d56425c0c0e63b46',
 }
 
 

@@ -124,6 +124,8 @@ _MAX_RECORD_ITEMS = 1024
 """Set-aside cards, spot changes, alarm records and commands one round record lists at most (a faulty
 shoe repeating a card, a flapping pad): the journal keeps every input, the alarm counts the repeats."""
 _RESCAN_ACTIONS = ("keep", "set_aside")
+_CARD_KINDS = frozenset({"CardDrawn", "CardUnreadable"})
+"""Journal kinds of the card frames (a rejected one leaves its place in the deal empty)."""
 ADDRESS = "<address>"
 """A device's address as the public ``devices/{name}`` detail reads (:meth:`TableMachine._public_detail`)."""
 _HOLD_CARD_CODES = frozenset({"SEQUENCE_GAP", "INPUT_REJECTED", "DEVICE_RESTARTED", "CARD_NOT_IN_SHOE"})
@@ -945,8 +947,10 @@ class TableMachine:
         if self._note_rejected(ev):
             where = f" from device {str(ev.device)[:64]} (sequence {ev.seq})"
         error = ev.error.split(":", 1)[0][:60]  # the exception's type only: its text might name a card
-        self._alarm(AlarmCode.INPUT_REJECTED, f"{ev.kind[:40]} input{where} rejected, not applied ({error}); "
-                    "it is in the journal", device=ev.device)
+        alarm_id = self._alarm(AlarmCode.INPUT_REJECTED, f"{ev.kind[:40]} input{where} rejected, not applied "
+                               f"({error}); it is in the journal", device=ev.device)
+        if ev.kind in _CARD_KINDS and ev.device is not None:  # a card of the deal, not placed
+            self._deal_lost_place(ev.device, ev.seq, alarm_id)
 
     def _on_tick(self) -> None:
         """The deal watchdog (:meth:`stall_due`): DEAL_STALLED once per quiet spell of a deal."""
@@ -979,10 +983,12 @@ class TableMachine:
         shoe = self._role(ev.device) == "shoe"
         if shoe and self._phase in _IN_PLAY:  # a restarted reader may report the card in its throat again
             self._watch_rescan(ev.device)
-        self._alarm(AlarmCode.DEVICE_RESTARTED,
-                    f"device {ev.device} restarted (new session): frames it had not had acknowledged may be "
-                    "lost" + (": check the cards out of the shoe" if shoe else ""),
-                    device=ev.device, hold=shoe)
+        check = ": check the cards out of the shoe" if shoe else ""
+        alarm_id = self._alarm(AlarmCode.DEVICE_RESTARTED, f"device {ev.device} restarted (new session): "
+                               f"frames it had not had acknowledged may be lost{check}",
+                               device=ev.device, hold=shoe)
+        if shoe:  # its unacknowledged frames may have been cards of this deal
+            self._deal_lost_place(ev.device, ev.seq, alarm_id)
         return True
 
     def _on_device_event(self, ev: DeviceEvent) -> None:
@@ -999,9 +1005,8 @@ class TableMachine:
             hold = self._role(device) == "shoe"      # holds, between rounds too
             alarm_id = self._alarm(AlarmCode.SEQUENCE_GAP, f"device {device}: sequence {last} then {seq}",
                                    device=device, hold=hold)
-            if hold and self._phase is Phase.DEALING:  # the lost frames may have been cards of this deal
-                self._set_aside_mid_deal(CardEntry(self._record.next_index, None, self._ts, device, seq,
-                                                   status="gap", alarm_id=alarm_id))
+            if hold:  # the lost frames may have been cards of this deal
+                self._deal_lost_place(device, seq, alarm_id)
         never = self._never_sends.get(device)
         if never is not None and isinstance(ev, never) and self._wrong_device(ev):
             return
@@ -1149,6 +1154,15 @@ class TableMachine:
         if code is not None:
             self._aside_codes[entry.index] = code
         self._queue.insert(at, entry)
+
+    def _deal_lost_place(self, device: str, seq: int | None, alarm_id: str) -> None:
+        """Frames of the shoe that may have been cards of the deal in progress are gone (a gap carried by
+        a frame that is no card, the shoe's restart, a card frame rejected), raised as ``alarm_id``: the
+        deal stops here as at a card set aside (:meth:`_set_aside_mid_deal`), so the next card does not
+        take a lost card's place. Nothing outside the initial deal."""
+        if self._phase is Phase.DEALING:
+            self._set_aside_mid_deal(CardEntry(self._record.next_index, None, self._ts, device, seq,
+                                               status="gap", alarm_id=alarm_id))
 
     def _reach_aside(self, entry: CardEntry) -> None:
         """The deal reached a card set aside behind earlier cards (:meth:`_set_aside_mid_deal`): the cards
