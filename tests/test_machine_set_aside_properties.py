@@ -3,9 +3,11 @@
 One round of every game is dealt from a known shuffled one-deck shoe, and the shoe's frames are spoilt at
 random: a frame lost (the next card carries a ``SEQUENCE_GAP``), a card misread as one already out
 (``CARD_NOT_IN_SHOE``), a card unreadable, the link lost and the last card read again (a possible
-re-scan), several of them in one round and together. A supervisor who knows the truth resolves them at
-random moments, one command at a time, as the docs tell: ``rescan``, ``enter_card`` for an unreadable
-card, for the cards missing up to a set-aside card (the lost ones and its real value), then ``ack_alarm``.
+re-scan), the shoe restarting with a card's frame unacknowledged (``DEVICE_RESTARTED``), a card frame
+rejected (``INPUT_REJECTED``), several of them in one round and together. A supervisor who knows the
+truth resolves them at random moments, one command at a time, as the docs tell: ``rescan`` (``keep`` for
+a card of the deal, ``set_aside`` for a re-read), ``enter_card`` for an unreadable card, for the cards
+missing up to a set-aside card (the lost ones and its real value), then ``ack_alarm``.
 
 After every input: the cards placed are the true deal's first cards, each at its true position (so a
 face-down card never takes a face-up place, and no card is placed twice); nothing is settled while a
@@ -37,12 +39,14 @@ from machine_support import (
 from tablesense.daemon.config import TableConfig
 from tablesense.daemon.rules.cards import Card, ShoeComposition
 from tablesense.daemon.table import Channel, replay
+from tablesense.daemon.table.inputs import RejectedInput
 from tablesense.daemon.table.machine import Phase
 from tablesense.drivers.events import (
     Button,
     CardDrawn,
     CardUnreadable,
     DeviceError,
+    DeviceIdentity,
     LinkState,
     ShoeStatusKind,
 )
@@ -55,7 +59,7 @@ _CONFIGS: list[tuple[TableConfig, tuple[tuple[str, int], ...]]] = [
     (uth_config(), (("A1", 1000), ("U1", 500), ("A2", 1000), ("U2", 500))),
     (uth_config(deal="stacks", board="before", burns=1), (("A1", 1000), ("U1", 500))),
 ]
-_FAULTS = ("ok",) * 6 + ("lost", "misread", "unreadable", "reread")
+_FAULTS = ("ok",) * 6 + ("lost", "misread", "unreadable", "reread", "restart", "rejected")
 
 
 def _deck(seed: int) -> list[Card]:
@@ -64,8 +68,14 @@ def _deck(seed: int) -> list[Card]:
     return cards
 
 
+def _identity(d: Driver, session: str) -> None:
+    """The shoe announces itself (a session other than its last one: it restarted)."""
+    d.feed(DeviceIdentity(SHOE, d.seq(SHOE), "acme", "CS-8", "2.4.1", "SN12345", session))
+
+
 def _start(config: TableConfig, bets: tuple[tuple[str, int], ...]) -> Driver:
     d = Driver(config)
+    _identity(d, "s0")
     d.status(ShoeStatusKind.NEW_SHOE)
     for spot, amount in bets:
         d.bet(spot, amount)
@@ -106,8 +116,10 @@ def _supervise(d: Driver, truth: _Truth) -> bool:
     snap = m.snapshot()
     rnd = {"shoe": str(snap["shoe"]), "round": str(snap["round"])}
     placed = snap["slots"]
-    if snap["suspect"] is not None:  # every possible re-scan here is a re-read
-        assert d.command("rescan", action="set_aside", **rnd).ok, d.replies[-1]
+    if snap["suspect"] is not None:  # a re-read joins no hand; a card of the deal (misread as the card
+        suspect = m._suspect        # read last, after a restart) is kept: it takes its place, set aside
+        real = suspect is not None and suspect.device_seq in truth.by_seq
+        assert d.command("rescan", action="keep" if real else "set_aside", **rnd).ok, d.replies[-1]
         return True
     unresolved = next((i for i, (_, pos, card) in enumerate(placed) if card is None and pos != "burn"), None)
     if unresolved is not None:
@@ -133,7 +145,7 @@ def _supervise(d: Driver, truth: _Truth) -> bool:
     if holds:
         codes = set(holds.values())
         if (j < len(truth.slots) and not snap["queue"] and m.phase is Phase.DEALING
-                and codes & {"SEQUENCE_GAP", "CARD_NOT_IN_SHOE"}):
+                and codes & {"SEQUENCE_GAP", "CARD_NOT_IN_SHOE", "DEVICE_RESTARTED", "INPUT_REJECTED"}):
             assert d.command("enter_card", card=truth.slots[j][1], **rnd).ok, d.replies[-1]
         else:
             assert d.command("ack_alarm", alarm_id=min(holds)).ok, d.replies[-1]
@@ -194,9 +206,18 @@ def test_a_supervisor_who_knows_the_truth_always_gets_the_true_round(which: int,
             step(lambda: d.link(SHOE, LinkState.DISCONNECTED))
             step(lambda: d.link(SHOE, LinkState.ONLINE))
             step(lambda c=read_again: d.card(str(c)))
+        if fault == "restart":  # the card's frame, not yet acknowledged, dies with the shoe's restart
+            truth.lost.add(k)
+            step(lambda k=k: _identity(d, f"s{k + 1}"))
+            previous = fault
+            continue
         seq = d.seq(SHOE)
         if fault == "lost":
             truth.lost.add(k)  # the frame is lost: the next frame carries the gap
+        elif fault == "rejected":  # its application raised: journaled as rejected, nothing applied
+            truth.lost.add(k)
+            step(lambda s=seq, c=card: d.feed(RejectedInput(kind="CardDrawn", payload=f'{{"card":"{c}"}}',
+                                                            error="KeyError: x", device=SHOE, seq=s)))
         elif fault == "misread" and taken:
             step(lambda s=seq: d.feed(CardDrawn(SHOE, s, taken[0])))  # a card already out
             truth.by_seq[seq], last = k, taken[0]
