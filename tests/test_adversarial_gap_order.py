@@ -6,7 +6,7 @@ card's place (blackjack's hole card published face up on the round topic) or the
 
 from __future__ import annotations
 
-from machine_support import SHOE, Driver, blackjack_config, card_tokens, public_payloads
+from machine_support import SHOE, Driver, baccarat_config, blackjack_config, card_tokens, public_payloads
 
 from tablesense.drivers.events import Button, Heartbeat, LinkState, ShoeStatusKind
 
@@ -111,3 +111,29 @@ def test_a_gap_among_blackjacks_later_cards_does_not_turn_the_hits_into_extra_ca
     d.button(Button.ROUND_END)
     assert d.command("ack_alarm", alarm_id=_alarm(d, "SEQUENCE_GAP")).ok
     assert "EXTRA_CARD" not in d.codes() and d.machine.phase.value == "complete"
+
+
+def test_a_misread_card_that_carries_a_gap_names_the_gap_and_stops_the_deal_there_first() -> None:
+    """One deck: the Banker's first card is lost (not resent) and the next card, the Player's second, is
+    misread as a card already out. Both are raised: the deal stops at the lost card first, then at the
+    misread one, and the supervisor enters each in its place."""
+    d = Driver(baccarat_config(decks=1))
+    d.bet("1P", 1000)
+    d.bet("1PP", 500)
+    d.button(Button.NO_MORE_BETS)
+    d.card("2S")
+    d.card("2S", skip=1)  # 9D's frame lost; 2H misread as 2S (already out), carrying the gap
+    codes = d.codes()
+    assert "SEQUENCE_GAP" in codes and "CARD_NOT_IN_SHOE" in codes
+    (gap,) = [a for a in d.alarms() if a.code == "SEQUENCE_GAP"]
+    (misread,) = [a for a in d.alarms() if a.code == "CARD_NOT_IN_SHOE"]
+    d.card("KD")  # the dealer goes on: it waits
+    assert d.public_cards() == ["2S"]
+    assert d.command("enter_card", card="9D", shoe="1", round="1").ok  # the lost card
+    assert d.command("ack_alarm", alarm_id=gap.alarm_id).ok
+    assert d.public_cards() == ["2S", "9D"]  # the deal stops at the misread card now
+    assert d.command("enter_card", card="2H", shoe="1", round="1").ok  # its real value
+    assert d.command("ack_alarm", alarm_id=misread.alarm_id).ok
+    slots = [(p, c) for _, p, c in d.machine.snapshot()["slots"] if c]
+    assert slots == [("player", "2S"), ("banker", "9D"), ("player", "2H"), ("banker", "KD")]
+    assert {s.spot: s.outcome for s in d.settlements()} == {"1P": "lose", "1PP": "win"}

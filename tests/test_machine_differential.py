@@ -12,8 +12,10 @@ reference machine with :func:`digest` (``PYTHONPATH`` holding the reference buil
 and recorded again from this machine when a card set aside mid-deal (a sequence gap, a card the shoe
 cannot hold) began to queue the cards after it until a supervisor resolves it (a change of behaviour on
 such sequences, which every game's fuzzing reaches; tests/test_adversarial_gap_*.py), and again when the
-shoe's restart and a rejected card frame mid-deal began to stop the deal the same way (with those two
-rules off, the digests were the ones recorded before; tests/test_adversarial_restart_mid_deal.py)."""
+shoe's restart and a rejected card frame mid-deal began to stop the deal the same way, and when a card
+the shoe cannot hold that carries a gap began to raise the gap too and stop the deal at the lost frames
+first (with each new rule off, the digests were the ones recorded before;
+tests/test_adversarial_restart_mid_deal.py, tests/test_adversarial_gap_order.py)."""
 
 from __future__ import annotations
 
@@ -45,10 +47,10 @@ def digest(pkg: str, game: str, sequences: int = SEQUENCES) -> str:
 
 
 GOLDEN = {
-    'baccarat': '1b70e331a1ddc762806fcf2f79450e471c9427c74c423f067b261e0781bf42ab',
-    'ez-baccarat': '0af71216af0106728a2b8b6efe5e8361fae488a5bfc247b085ad79cc8b78aa81',
-    'blackjack': '7b3e1a4341ee6b55c54cbfb0d31b6c112539748a298c98d8c223dff8b7bdf183',
-    'uth': '03e8e80d7540150ed2d56d1ef13de922ec48abcbf7dc0961d56425c0c0e63b46',
+'baccarat': 'f5961d9ae8f284aaa386be25f7bd3c5fa281f5a5390a6365abddd11722b04a76',
+    'ez-baccarat': 'f49525d8d12c4d3c856bcb8d6f8d8e3cd4e2a73758e94c21a2709dedfe7d2e6b',
+    'blackjack': '6f6915172f2018178292a114d398ab8c5f373ebf9679b618c1b9f3774e8fa42a',
+    'uth': 'de4437c5dcb38ab36d709be77950bdf62bb2deefc85b1b85ccf3b626a65ad94e',
 }
 
 

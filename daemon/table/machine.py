@@ -1093,6 +1093,10 @@ class TableMachine:
         code = self._shoe.take(card) if card is not None else self._shoe.take_unknown()
         entry.taken = code is None
         if code is not None:
+            if gap:  # the frames before it were lost too: named, and the deal stops there first
+                gap_id = self._alarm(AlarmCode.SEQUENCE_GAP, f"device {device}: sequence {last} then {seq}",
+                                     device=device)
+                self._deal_lost_place(device, seq, gap_id, index=entry.index)
             self._set_aside(entry, code, f"a card the {self._shoe.composition.decks}-deck shoe cannot hold"
                             if code is AlarmCode.CARD_NOT_IN_SHOE else "more cards than the shoe holds")
             self._set_aside_mid_deal(entry)
@@ -1155,14 +1159,18 @@ class TableMachine:
             self._aside_codes[entry.index] = code
         self._queue.insert(at, entry)
 
-    def _deal_lost_place(self, device: str, seq: int | None, alarm_id: str) -> None:
+    def _deal_lost_place(self, device: str, seq: int | None, alarm_id: str, index: int | None = None
+                         ) -> None:
         """Frames of the shoe that may have been cards of the deal in progress are gone (a gap carried by
-        a frame that is no card, the shoe's restart, a card frame rejected), raised as ``alarm_id``: the
-        deal stops here as at a card set aside (:meth:`_set_aside_mid_deal`), so the next card does not
-        take a lost card's place. Nothing outside the initial deal."""
+        a frame that is no card or by a card the shoe cannot hold, the shoe's restart, a card frame
+        rejected), raised as ``alarm_id``: the deal stops here as at a card set aside
+        (:meth:`_set_aside_mid_deal`), so the next card does not take a lost card's place. ``index``: the
+        card index the lost frames come before (default: the next card's). Nothing outside the initial
+        deal."""
         if self._phase is Phase.DEALING:
-            self._set_aside_mid_deal(CardEntry(self._record.next_index, None, self._ts, device, seq,
-                                               status="gap", alarm_id=alarm_id))
+            at = self._record.next_index if index is None else index
+            self._set_aside_mid_deal(CardEntry(at, None, self._ts, device, seq, status="gap",
+                                               alarm_id=alarm_id))
 
     def _reach_aside(self, entry: CardEntry) -> None:
         """The deal reached a card set aside behind earlier cards (:meth:`_set_aside_mid_deal`): the cards
