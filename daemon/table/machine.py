@@ -715,10 +715,12 @@ class TableMachine:
         self._suspect: CardEntry | None = None
         """A possible re-scan waiting for the supervisor's ``rescan`` decision (later cards queue)."""
         self._aside: CardEntry | None = None
-        """A card set aside in the middle of a deal (``SEQUENCE_GAP``, ``CARD_NOT_IN_SHOE``): where the
-        deal stands is not known (a lost frame may have been a card, a misread card took a place), so
-        later cards queue, private, until the supervisor enters what is missing (``enter_card``) and
-        acknowledges its alarm (``ack_alarm``), or voids the round (:meth:`_set_aside_mid_deal`)."""
+        """Where the deal stopped: a card set aside in the middle of it (``SEQUENCE_GAP``,
+        ``CARD_NOT_IN_SHOE``) or the place of frames lost before the next card (a gap on a frame that is
+        no card, the shoe's restart, a rejected card frame: :meth:`_deal_lost_place`). Where the deal
+        stands is not known, so later cards queue, private, until the supervisor enters what is missing
+        (``enter_card``) and acknowledges its alarm (``ack_alarm``), or voids the round
+        (:meth:`_set_aside_mid_deal`)."""
         self._gap_unknown: list[CardEntry] = []
         """Unreadable cards set aside because they carried a sequence gap (counted out, value unknown):
         the first card a supervisor enters that is not a set-aside card read before is taken as one of
@@ -1121,13 +1123,14 @@ class TableMachine:
         entry.alarm_id = self._alarm(code, text, device=entry.device)
 
     def _set_aside_mid_deal(self, entry: CardEntry) -> None:
-        """``entry`` (just set aside: a card carrying a sequence gap, or one the shoe cannot hold) came in
-        the middle of a deal: the cards after it must not take the places of a card the shoe lost or of
-        a misread card, where a face-down card would be published face up (blackjack's hole card in the
-        up card's place) or hands settled that were never dealt. Later cards queue (private) until the
-        supervisor enters the missing card(s) with ``enter_card`` (they take their places first) and
-        acknowledges the alarm, which deals the queued cards on; or voids the round. Cards are placed
-        in the order they left the shoe (docs/state-machine.md, "Holds").
+        """``entry`` (just set aside: a card carrying a sequence gap, or one the shoe cannot hold; or the
+        place of lost frames, :meth:`_deal_lost_place`) came in the middle of a deal: the cards after
+        it must not take the places of a card the shoe lost or of a misread card, where a face-down
+        card would be published face up (blackjack's hole card in the up card's place) or hands settled
+        that were never dealt. Later cards queue (private) until the supervisor enters the missing
+        card(s) with ``enter_card`` (they take their places first) and acknowledges the alarm, which
+        deals the queued cards on; or voids the round. Cards are placed in the order they left the shoe
+        (docs/state-machine.md, "Holds").
 
         Only in the initial deal (``dealing``): a blackjack card after it (a hit, never public, settling
         nothing) or a card when none is due (the UTH reveal) has no place a lost card could take.
