@@ -218,6 +218,28 @@ def test_seed_pads_restores_the_bet_pad_state_without_emitting() -> None:
     assert list(machine.snapshot()["record"]["spot_changes"]) == []
 
 
+def test_seed_pads_refuses_a_stake_above_the_money_bound_as_handle_did() -> None:
+    """A change :meth:`handle` ignored (WAGER_LIMIT: a stake above the money bound) is not applied when
+    the pads are seeded from the journal either. Before, a restart after such a change put the absurd
+    stake on the spot and the next round locked and settled it (a payout past 2**53 - 1 minor units)."""
+    from fractions import Fraction
+
+    from tablesense.daemon.rules.money import max_stake
+
+    cfg = baccarat_config()
+    d = Driver(cfg)
+    bound = max_stake([Fraction(25)])  # perfect pairs paytable A: 25 to 1
+    d.bet("1P", 1000)
+    d.bet("1PP", bound + 1)
+    assert "1PP" not in d.machine.snapshot()["pads"]
+    rebuilt = Driver(cfg)
+    rebuilt.machine.seed_pads([i.event for i in d.inputs if isinstance(i.event, SpotChanged)])
+    assert rebuilt.machine.snapshot()["pads"] == d.machine.snapshot()["pads"] == {"1P": (True, 1000)}
+    rebuilt.button(Button.NO_MORE_BETS)
+    rebuilt.cards("9H 3D KS KC")  # a Player natural 9: the round is complete
+    assert [(s.spot, s.stake) for s in rebuilt.settlements()] == [("1P", 1000)]
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32), st.sampled_from(["baccarat", "ez-baccarat"]))
 def test_every_settlement_of_a_dealt_shoe_equals_the_rules_core(seed: int, game: str) -> None:

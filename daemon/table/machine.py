@@ -466,14 +466,21 @@ class TableMachine:
         no record, no emit. Only the last state of each spot matters. Taken as :meth:`handle` took them:
         a change from a device whose configured role never sends one (WRONG_DEVICE) is not applied, and a
         spot not in the spot map is only remembered as unknown (its UNKNOWN_SPOT alarm was raised once,
-        not again: ``snapshot()["unknown_spots"]``)."""
+        not again: ``snapshot()["unknown_spots"]``), and a stake above the wager's money bound is not
+        applied (its WAGER_LIMIT alarm was raised then). The journal keeps only each spot's latest change:
+        a spot whose latest change was refused is taken as not reported, not at the stake before it,
+        until the pads report it again."""
         for ev in events:
             never = self._never_sends.get(ev.device)
             if never is not None and isinstance(ev, never):
                 continue
-            if ev.spot not in self.config.spots:
+            conf = self.config.spots.get(ev.spot)
+            if conf is None:
                 if ev.spot[:64] not in self._unknown_spots and len(self._unknown_spots) < _MAX_ACKABLE:
                     self._unknown_spots[ev.spot[:64]] = True
+                continue
+            bound = self._max_stake.get(conf.bet)
+            if ev.amount is not None and bound is not None and ev.amount > bound:
                 continue
             self._pads.update(ev)
 
