@@ -731,7 +731,8 @@ class TableMachine:
         self._gap_unknown: list[CardEntry] = []
         """Unreadable cards set aside because they carried a sequence gap (counted out, value unknown):
         the first card a supervisor enters that is not a set-aside card read before is taken as one of
-        them (:meth:`_enter_card`), so the shoe counts it once."""
+        them (:meth:`_enter_card`), so the shoe counts it once. Acknowledging its alarm without an entry
+        drops it from here (:meth:`_ack`): it stays out, counted out with its value unknown."""
         self._aside_codes: dict[int, AlarmCode] = {}
         """The alarm code of each set-aside card waiting in the queue (by card index), to raise again
         when the deal reaches it (:meth:`_reach_aside`)."""
@@ -1519,6 +1520,10 @@ class TableMachine:
         self._release(alarm_id, "acknowledged")
         if self._aside is not None and self._aside.alarm_id == alarm_id:
             self._aside = None  # the supervisor has entered what was missing: the queued cards follow
+        # an unreadable card that carried the gap and was not entered stays out, counted out as unknown:
+        # no later entry is taken as it (one still waiting in the queue is raised again when reached)
+        self._gap_unknown = [e for e in self._gap_unknown
+                             if e.alarm_id != alarm_id or any(e is q for q in self._queue)]
         self._advance()
         return CommandReply(True)
 
