@@ -14,8 +14,10 @@ cannot hold) began to queue the cards after it until a supervisor resolves it (a
 such sequences, which every game's fuzzing reaches; tests/test_adversarial_gap_*.py), and again when the
 shoe's restart and a rejected card frame mid-deal began to stop the deal the same way, and when a card
 the shoe cannot hold that carries a gap began to raise the gap too and stop the deal at the lost frames
-first (with each new rule off, the digests were the ones recorded before;
-tests/test_adversarial_restart_mid_deal.py, tests/test_adversarial_gap_order.py)."""
+first, and when the blackjack and UTH round-end button pressed while cards waited behind a held card
+began to take effect in its place among them (with each new rule off, the digests were the ones
+recorded before; tests/test_adversarial_restart_mid_deal.py, tests/test_adversarial_gap_order.py,
+tests/test_adversarial_round_end_held.py)."""
 
 from __future__ import annotations
 
@@ -49,8 +51,8 @@ def digest(pkg: str, game: str, sequences: int = SEQUENCES) -> str:
 GOLDEN = {
 'baccarat': 'f5961d9ae8f284aaa386be25f7bd3c5fa281f5a5390a6365abddd11722b04a76',
     'ez-baccarat': 'f49525d8d12c4d3c856bcb8d6f8d8e3cd4e2a73758e94c21a2709dedfe7d2e6b',
-    'blackjack': '6f6915172f2018178292a114d398ab8c5f373ebf9679b618c1b9f3774e8fa42a',
-    'uth': 'de4437c5dcb38ab36d709be77950bdf62bb2deefc85b1b85ccf3b626a65ad94e',
+    'blackjack': 'aeaac6b44a027c60e4e328f67f63103f7c52c6aa64938d840b5405dfbecdca68',
+    'uth': '0b83afcbe81435945462b13734e491a0c372272e1c25c36ddefb9bfdfc2e388f',
 }
 
 

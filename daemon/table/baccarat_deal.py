@@ -31,6 +31,7 @@ class BaccaratRound(GameRound):
     """A baccarat or EZ Baccarat round."""
 
     game = "baccarat"
+    ends_by_button = False
 
     def __init__(self, config: TableConfig, rules: Any, wagers: Sequence[LockedWager]) -> None:
         super().__init__(config, rules, wagers)

@@ -120,6 +120,9 @@ class GameRound(ABC):
     """
 
     game: str = ""
+    ends_by_button = True
+    """The dealer's round-end (reveal) button ends the round (:meth:`on_round_end`); baccarat ends by
+    its cards alone."""
 
     def __init__(self, config: TableConfig, rules: Any, wagers: Sequence[LockedWager]) -> None:
         self.config = config

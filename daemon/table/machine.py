@@ -533,6 +533,8 @@ class TableMachine:
             "aside": self._aside.index if self._aside is not None else None,
             "cleared": self._cleared,
             "activity": [self._activity_ts, self._stall_alarm],
+            # only while a round-end button waits: a machine that never held one snapshots as before
+            **({"round_end_at": self._end_at} if self._end_at is not None else {}),
         }
 
     # ------------------------------------------------------------------------------------ emitting
@@ -733,6 +735,12 @@ class TableMachine:
         the first card a supervisor enters that is not a set-aside card read before is taken as one of
         them (:meth:`_enter_card`), so the shoe counts it once. Acknowledging its alarm without an entry
         drops it from here (:meth:`_ack`): it stays out, counted out with its value unknown."""
+        self._end_at: int | None = None
+        """The dealer's round-end button pressed while cards drawn before it waited (queued behind an
+        unreadable card, a possible re-scan or the card the deal stops at): the index of the first card
+        drawn after it. It takes effect in its place among the cards, once every card drawn before it
+        is placed (:meth:`_reach_round_end`): blackjack's hits before it keep their places, a card
+        after it is one the rules call for none."""
         self._aside_codes: dict[int, AlarmCode] = {}
         """The alarm code of each set-aside card waiting in the queue (by card index), to raise again
         when the deal reaches it (:meth:`_reach_aside`)."""
@@ -782,6 +790,7 @@ class TableMachine:
         self._cleared = not self._record.wagers  # wagers on the layout: a card now is a mis-pull
         self._suspect = None
         self._aside = None
+        self._end_at = None
         self._rescan_watch = {}
         self._activity_ts = None
         if self._stall_alarm is not None:
@@ -843,6 +852,8 @@ class TableMachine:
                 self._place(entry, from_queue=True)
             else:  # a card set aside behind the cards before it: now the deal stops at it
                 self._reach_aside(entry)
+        if self._end_at is not None and self._end_due():
+            self._reach_round_end()
         if game.initial_deal_done and self._phase is Phase.DEALING and not game.complete():
             self._phase = Phase.REVEAL if isinstance(game, UthRound) else Phase.PLAYING
         if game.unresolved() is not None or self._suspect is not None or self._aside is not None:
@@ -1211,6 +1222,30 @@ class TableMachine:
             at -= 1
         return at
 
+    def _end_due(self) -> bool:
+        """The held round-end button's turn has come (:attr:`_end_at`): no card drawn before it waits
+        (queued, a possible re-scan, or the card or lost frames the deal stops at). Lost frames noted
+        just before the button and just after it carry the same index (the next card's): they count as
+        before it, and the supervisor resolves them first."""
+        end = self._end_at
+        if end is None:
+            return False
+        waiting = [*self._queue, *(e for e in (self._aside, self._suspect) if e is not None)]
+        return all(e.index > end if e.status == "gap" else e.index >= end for e in waiting)
+
+    def _reach_round_end(self) -> None:
+        """The dealer's round-end button, held while cards drawn before it waited, takes effect now that
+        they are placed: as :meth:`_on_button` would have applied it then (the round ends, or, the
+        rules' cards not all dealt yet, ``UNEXPECTED_BUTTON`` and the round goes on)."""
+        game = self._game
+        assert game is not None
+        self._end_at = None
+        if game.initial_deal_done and self._phase is Phase.DEALING:
+            self._phase = Phase.REVEAL if isinstance(game, UthRound) else Phase.PLAYING
+        if not game.on_round_end():
+            self._alarm(AlarmCode.UNEXPECTED_BUTTON, f"round_end in phase {self._phase.value} with cards "
+                        "still due (pressed while the deal was held)")
+
     def _place(self, entry: CardEntry, from_queue: bool = False) -> None:
         game = self._game
         assert game is not None
@@ -1220,6 +1255,8 @@ class TableMachine:
             entry.status = "queued"
             self._queue.insert(self._queue_at(entry), entry)  # in the order the cards left the shoe
             return
+        if self._end_at is not None and entry.index >= self._end_at and entry.status != "entered":
+            self._reach_round_end()  # a card drawn after the dealer's round-end button
         if game.next_position() is None:
             self._set_aside(entry, AlarmCode.EXTRA_CARD, "a card when the rules call for none")
             return
@@ -1307,6 +1344,12 @@ class TableMachine:
                 self._alarm(AlarmCode.UNEXPECTED_BUTTON, f"no_more_bets in phase {phase.value}")
         elif button is Button.ROUND_END:
             game = self._game
+            if phase in _IN_PLAY and game is not None and game.ends_by_button and (
+                    self._end_at is not None or self._queue or self._aside is not None
+                    or self._suspect is not None):
+                if self._end_at is None:  # after every card out so far: it takes effect in its place
+                    self._end_at = self._record.next_index
+                return
             if phase in (Phase.PLAYING, Phase.REVEAL) and game is not None and game.on_round_end():
                 return
             if phase is Phase.COMPLETE:
