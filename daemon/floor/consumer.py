@@ -214,6 +214,8 @@ class FloorConsumer:
             except aiomqtt.MqttError as exc:
                 if not self._stopping.is_set():
                     log.warning("floor_mqtt_disconnected", error=str(exc))
+            except Exception as exc:  # a defect of ours must not end the floor's consumption for good
+                log.critical("floor_consumer_failed", error=f"{type(exc).__name__}: {exc}", exc_info=True)
             finally:
                 self.connected = False
                 self._client = None

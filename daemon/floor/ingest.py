@@ -46,7 +46,8 @@ import msgspec
 
 from tablesense.daemon.floor.alarms import now_iso, raise_floor_alarm
 from tablesense.daemon.floor.edges import house_edge, paytables_json
-from tablesense.daemon.floor.store import ConstraintViolation, Tx
+from tablesense.daemon.floor.store import BadValue, ConstraintViolation, DatabaseError, Tx
+from tablesense.daemon.logging import get_logger
 from tablesense.daemon.messages import (
     AlarmMessage,
     DeviceStatus,
@@ -59,9 +60,13 @@ from tablesense.daemon.messages import (
     TableInfo,
     decode_message,
 )
+from tablesense.daemon.rules.money import MAX_AMOUNT
+from tablesense.daemon.topics import TABLE_ID
 
-__all__ = ["CHANNEL_SCHEMAS", "Incoming", "Ingestor", "Outcome", "StatusFields", "msg_id_epoch",
-           "split_topic"]
+__all__ = ["CHANNEL_SCHEMAS", "Incoming", "Ingestor", "Outcome", "StatusFields", "content_problem",
+           "msg_id_epoch", "split_topic"]
+
+log = get_logger(component="floor")
 
 CHANNEL_SCHEMAS: dict[str, type[Message]] = {
     "round": RoundState,
@@ -171,6 +176,37 @@ def canonical_ts(text: str) -> str:
     return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def content_problem(value: Any, path: str = "$") -> str | None:
+    """What makes a decoded message unstorable, or ``None``: an integer beyond +-(2**53 - 1) (no amount,
+    seq or number the daemon publishes is: :data:`~tablesense.daemon.rules.money.MAX_AMOUNT`; PostgreSQL's
+    BIGINT stops at 2**63 - 1) or a text with a NUL character (PostgreSQL text cannot hold one). ``value``:
+    :func:`msgspec.to_builtins` of the message; ``path`` names the place in the reason."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        if -MAX_AMOUNT <= value <= MAX_AMOUNT:
+            return None
+        return f"{path}: {value if value.bit_length() < 100 else f'a {value.bit_length()}-bit number'} is " \
+               "beyond +-(2**53 - 1)"
+    if isinstance(value, str):
+        return f"{path}: text with a NUL character (U+0000)" if "\x00" in value else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            problem = content_problem(k, f"{path} key") or content_problem(v, f"{path}.{str(k)[:40]}")
+            if problem is not None:
+                return problem
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            if (problem := content_problem(v, f"{path}[{i}]")) is not None:
+                return problem
+    return None
+
+
+def _text(value: str) -> str:
+    """``value`` storable as text in PostgreSQL (a NUL written as the escape ``\\x00``)."""
+    return value.replace("\x00", "\\x00")
+
+
 class _Reject(Exception):
     """A message that goes to quarantine; ``str(exc)`` is the reason."""
 
@@ -216,6 +252,13 @@ class Ingestor:
                 out.append(await self._one(tx, item, deltas, statuses))
             except _Reject as exc:
                 out.append(await self._quarantine(tx, item, str(exc)))
+            except DatabaseError:
+                raise
+            except Exception as exc:  # a defect of ours: this message is kept for review, the rest go on
+                log.error("floor_message_failed", topic=item.topic[:200],
+                          error=f"{type(exc).__name__}: {exc}", exc_info=True)
+                out.append(await self._quarantine(tx, item, f"the floor failed on it: {type(exc).__name__}: "
+                                                            f"{exc}"))
         for table in sorted(deltas):
             await self._apply_delta(tx, table, deltas[table])
         for item, status in statuses:
@@ -232,6 +275,9 @@ class Ingestor:
         table, channel, replayed = parts
         if channel.startswith(("cmd/", "reply/")) or channel in ("cmd", "reply", "health"):
             return Outcome("ignored", table=table, reason=f"channel {channel} is not a table message")
+        if not TABLE_ID.fullmatch(table):
+            raise _Reject(f"topic level {table[:80]!r} is not a table id (1-64 letters, digits, '_', '-' or "
+                          "'.')")
         if len(item.payload) > MAX_PAYLOAD:
             raise _Reject(f"payload larger than {MAX_PAYLOAD} bytes ({len(item.payload)})")
         if channel == "status":
@@ -242,7 +288,10 @@ class Ingestor:
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise _Reject(f"not a tablesense.status: {exc}") from None
             if status.schema != "tablesense.status" or status.table != table:
-                raise _Reject(f"status of table {status.table!r} schema {status.schema!r} on {item.topic}")
+                raise _Reject(f"status of table {status.table[:80]!r} schema {status.schema[:80]!r} on "
+                              f"{item.topic}")
+            if (problem := content_problem(msgspec.to_builtins(status))) is not None:
+                raise _Reject(problem)
             statuses.append((item, status))
             deltas.setdefault(table, _TableDelta()).last_message_at = item.received_at
             return Outcome("status", table=table)
@@ -256,11 +305,13 @@ class Ingestor:
         if type(msg) is not expected:
             raise _Reject(f"{type(msg).__name__} on the {channel} topic (expects {expected.__name__})")
         if msg.table != table:
-            raise _Reject(f"message of table {msg.table!r} on a topic of table {table!r}")
+            raise _Reject(f"message of table {msg.table[:80]!r} on a topic of table {table!r}")
         if not msg.msg_id:
             raise _Reject("no msg_id")
         if msg.seq < 0:
             raise _Reject(f"negative seq {msg.seq}")
+        if (problem := content_problem(msgspec.to_builtins(msg))) is not None:
+            raise _Reject(problem)
         try:
             ts = canonical_ts(msg.ts)
         except ValueError as exc:
@@ -286,6 +337,9 @@ class Ingestor:
                      self.consumer))
                 if n:
                     await self._derived(tx, msg, table, epoch, ts, item.payload)
+        except BadValue as exc:  # a value the database cannot hold (the savepoint rolled it back)
+            return await self._quarantine(tx, item, f"the database cannot store it: {exc}", table=table,
+                                          msg_id=msg.msg_id)
         except ConstraintViolation:
             rows = await tx.fetchall("SELECT msg_id FROM messages WHERE table_id = ? AND epoch = ? AND seq "
                                      "= ?",
@@ -421,16 +475,19 @@ class Ingestor:
                           msg_id: str | None = None, alarm: bool = True) -> Outcome:
         parts = split_topic(self.prefix, item.topic)
         table = table or (parts[0] if parts else None)
-        text = item.payload[:MAX_PAYLOAD].decode("utf-8", "backslashreplace")
+        if table is not None and not TABLE_ID.fullmatch(table):
+            table = None  # not a table id (the topic keeps it): never a key of an index
+        text = _text(item.payload[:MAX_PAYLOAD].decode("utf-8", "backslashreplace"))
+        reason = _text(reason)
         await tx.execute(
             "INSERT INTO quarantine (quarantine_id, received_at, topic, table_id, msg_id, reason, payload, "
             "consumer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (uuid.uuid4().hex, item.received_at, item.topic, table, msg_id, reason[:1000], text,
-             self.consumer))
+            (uuid.uuid4().hex, item.received_at, _text(item.topic), table,
+             None if msg_id is None else _text(msg_id[:200]), reason[:1000], text, self.consumer))
         if alarm:
             await raise_floor_alarm(tx, f"{table or '?'}:QUARANTINED", table or "?", "QUARANTINED",
-                                    f"a message on {item.topic[:200]} failed its schema and was quarantined: "
-                                    f"{reason[:300]}")
+                                    f"a message on {_text(item.topic[:200])} failed its schema and was "
+                                    f"quarantined: {reason[:300]}")
         return Outcome("quarantined", table=table, msg_id=msg_id, reason=reason)
 
     # -- per table, once per batch -------------------------------------------------------------------
