@@ -7,9 +7,12 @@ PostgreSQL (a throwaway database) or SQLite."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ import pytest
 from floor_support import pg_url, wait_for
 
 from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
+from tablesense.daemon.floor.accounting import GamingDay, build_report
 from tablesense.daemon.floor.consumer import FloorSettings
 from tablesense.daemon.floor.ingest import Incoming, Ingestor
 from tablesense.daemon.floor.migrations import migrate
@@ -158,6 +162,38 @@ async def test_a_defect_of_the_floor_on_one_message_quarantines_it_and_stores_th
     assert [k for k, _ in out] == ["quarantined", "stored"]
     assert "the floor failed on it: RuntimeError: a defect" in out[0][1]
     assert await count(db, "SELECT COUNT(*) FROM messages WHERE seq = 1") == 0  # rolled back whole
+
+
+async def test_times_beyond_the_calendar_are_quarantined_not_raised(db: Database) -> None:
+    """Before: ``0001-01-01T00:00:00+01:00`` raised OverflowError out of ``canonical_ts`` (in a message or
+    in a status), which ended the consumer's task."""
+    out = await apply(db, item("status", status("t1", ts="0001-01-01T00:00:00+01:00")),
+                      item("settlements", settlement("t1", 1, ts="0001-01-01T00:00:00+01:00")),
+                      item("settlements", settlement("t1", 2, ts="9999-12-31T23:59:59-01:00")),
+                      item("settlements", settlement("t1", 3, ts="1969-12-31T23:59:59Z")),
+                      item("settlements", settlement("t1", 4, ts="1970-01-01T00:00:00Z")))
+    assert [k for k, _ in out] == ["status", "quarantined", "quarantined", "quarantined", "stored"], out
+    assert all("is outside 1970-01-01 .. 8999-12-31" in r for _, r in out[1:4]), out
+
+
+async def test_the_report_lists_the_days_with_data_not_every_day_between(db: Database) -> None:
+    """Before: the report walked every gaming day from the earliest time stored to the latest, two queries
+    per 300 days: a controller without a clock (1970) and one a year 8999 made it millions of queries (it
+    never ended); ``--day 9999-12-31`` ended in an OverflowError traceback."""
+    out = await apply(db, item("settlements", settlement("t1", 1, ts="1970-01-01T20:00:00Z")),
+                      item("settlements", settlement("t1", 2, ts="8999-12-31T12:00:00Z")))
+    assert [k for k, _ in out] == ["stored", "stored"]
+    start = time.monotonic()
+    kiritimati = GamingDay(6, "Pacific/Kiritimati")  # UTC-10:40 in 1970, +14 since 1995
+    report = await asyncio.wait_for(build_report(db, kiritimati), 20)
+    assert time.monotonic() - start < 10
+    assert [(str(d.day), d.totals.handle) for d in report] == [("1970-01-01", 1000), ("8999-12-31", 1000)]
+    if db.dialect == "sqlite":
+        for day in ("9999-12-31", "0001-01-01"):
+            r = subprocess.run([TABLESENSE, "floor", "report", "--database", db.url, "--day", day,
+                                "--timezone", "Asia/Tokyo"], capture_output=True, text=True, timeout=60)
+            assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+            assert "is outside 1969-12-31 .. 9000-01-01" in r.stderr
 
 
 # ------------------------------------------------------------------------------------ who a message is

@@ -175,16 +175,23 @@ def _days_cte(days: list[tuple[date, str, str]]) -> tuple[str, list[Any]]:
 
 
 async def _day_list(db: Database, gd: GamingDay, day: date | None, table: str | None) -> list[date]:
+    """The gaming days that have a settlement or a floor record: ``[day]`` when given. Read from the
+    distinct UTC hours stored (an hour spans at most one gaming-day start), not as every day from the
+    first time to the last: one message stamped 1970 by a controller without a clock made that millions
+    of queries."""
     if day is not None:
         return [day]
     where, params = (" WHERE table_id = ?", [table]) if table else ("", [])
-    rows = await db.fetchall(f"SELECT MIN(ts), MAX(ts) FROM settlements{where}", params)
-    rows2 = await db.fetchall(f"SELECT MIN(ts), MAX(ts) FROM rounds{where}", params)
-    stamps = [str(t) for r in (*rows, *rows2) for t in r if t]
-    if not stamps:
-        return []
-    first, last = gd.of(min(stamps)), gd.of(max(stamps))
-    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+    rows = await db.fetchall(f"SELECT DISTINCT substr(ts, 1, 13) FROM settlements{where} UNION "
+                             f"SELECT DISTINCT substr(ts, 1, 13) FROM rounds{where}", params + params)
+    days: set[date] = set()
+    for (hour,) in rows:
+        try:
+            start = datetime.fromisoformat(f"{hour}:00:00+00:00")
+            days.update((gd.of(start), gd.of(start + timedelta(hours=1, microseconds=-1))))
+        except (ValueError, OverflowError):  # not a time the floor stores (ingest refuses them)
+            continue
+    return sorted(days)
 
 
 async def build_report(db: Database, gaming_day: GamingDay, day: date | None = None,

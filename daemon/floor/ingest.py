@@ -85,6 +85,12 @@ MAX_PAYLOAD = 1 << 20
 
 _EPOCH_RE = re.compile(r"^(?P<epoch>[0-9a-f]{8})-(?P<seq>[0-9]+)(?:-[0-9A-Za-z]+)?$")
 
+EARLIEST_TS = "1970-01-01T00:00:00.000000Z"
+LATEST_TS = "9000-01-01T00:00:00.000000Z"
+"""A message time outside ``[EARLIEST_TS, LATEST_TS)`` is quarantined: it cannot be a table's clock
+(a controller without a clock starts at 1970), and the gaming day of the years 1 and 9999 overflows
+Python's dates (the report computes each day's bounds)."""
+
 
 class StatusFields(msgspec.Struct, kw_only=True, frozen=True):
     """The retained ``status`` message as the floor reads it (tablesense.status; the birth fields are
@@ -168,12 +174,19 @@ def canonical_ts(text: str) -> str:
     """``text`` (ISO 8601 with a zone) as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC (sortable as text).
 
     Raises:
-        ValueError: not an ISO 8601 time with a zone.
+        ValueError: not an ISO 8601 time with a zone, or one outside 1970-01-01 .. 8999-12-31 UTC
+            (:data:`EARLIEST_TS`, :data:`LATEST_TS`; ``0001-01-01T00:00:00+01:00`` overflowed).
     """
     dt = datetime.fromisoformat(text)
     if dt.tzinfo is None:
         raise ValueError(f"time {text!r} has no zone")
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        out = dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except OverflowError:
+        out = ""
+    if not EARLIEST_TS <= out < LATEST_TS:
+        raise ValueError(f"time {text!r} is outside {EARLIEST_TS[:10]} .. 8999-12-31")
+    return out
 
 
 def content_problem(value: Any, path: str = "$") -> str | None:
