@@ -199,6 +199,28 @@ async def test_the_report_lists_the_days_with_data_not_every_day_between(db: Dat
 # ------------------------------------------------------------------------------------ who a message is
 
 
+async def test_a_msg_id_must_name_the_table_and_the_seq_of_its_message(db: Database) -> None:
+    """Before: ``msg_id`` (the primary key of every table's messages) was not checked against the table: a
+    table could publish, on its own topic, the msg_id another table's message will have, which was then
+    quarantined as MSG_ID_REUSED; a msg_id that named no seq was filed under the table's current epoch and
+    took the place of the real message of that seq (SEQ_CONFLICT); an unbounded random part made a
+    primary key too large for PostgreSQL's index."""
+    await apply(db, item("status", status("t9")))
+    victim = alarm("t8", 5)
+    squat = alarm("t9", 5, msg_id=victim["msg_id"])
+    garbage = alarm("t9", 3, msg_id="t9-whatever")
+    long_id = alarm("t9", 6, msg_id=f"t9-{EPOCH}-6-{'a' * 5000}")
+    other_seq = alarm("t9", 7, msg_id=f"t9-{EPOCH}-8-00000000")
+    out = await apply(db, item("alarms", squat), item("alarms", garbage), item("alarms", long_id),
+                      item("alarms", other_seq))
+    assert [k for k, _ in out] == ["quarantined"] * 4, out
+    assert "is not seq 5 of table 't9'" in out[0][1]
+    out = await apply(db, item("alarms", victim), item("alarms", alarm("t9", 3)))
+    assert [k for k, _ in out] == ["stored", "stored"], out
+    codes = {c for (c,) in await db.fetchall("SELECT code FROM floor_alarms")}
+    assert codes == {"QUARANTINED"}, codes
+
+
 # ------------------------------------------------------------------------------------ settlements
 
 

@@ -83,7 +83,8 @@ CHANNEL_SCHEMAS: dict[str, type[Message]] = {
 MAX_PAYLOAD = 1 << 20
 """Largest payload the floor decodes (1 MiB; the daemon's largest, a floor record, is a few KiB)."""
 
-_EPOCH_RE = re.compile(r"^(?P<epoch>[0-9a-f]{8})-(?P<seq>[0-9]+)(?:-[0-9A-Za-z]+)?$")
+_EPOCH_RE = re.compile(r"^(?P<epoch>[0-9a-f]{8})-(?P<seq>[0-9]{1,16})(?:-[0-9A-Za-z]{1,32})?$")
+_UNSEQUENCED_ID = re.compile(r"[0-9A-Za-z_.-]{1,96}")  # after "{table}-": the daemon's seq 0 alarms
 
 EARLIEST_TS = "1970-01-01T00:00:00.000000Z"
 LATEST_TS = "9000-01-01T00:00:00.000000Z"
@@ -160,8 +161,8 @@ def split_topic(prefix: str, topic: str) -> tuple[str, str, bool] | None:
 
 
 def msg_id_epoch(table: str, msg_id: str, seq: int) -> str | None:
-    """The journal epoch inside ``msg_id`` (``{table}-{epoch}-{seq}`` or ``...-{seq}-{random}``), when its
-    seq part equals ``seq``; else ``None``."""
+    """The journal epoch inside ``msg_id`` (``{table}-{epoch}-{seq}`` or ``...-{seq}-{random}``, the random
+    part at most 32 characters), when its seq part equals ``seq``; else ``None``."""
     if not msg_id.startswith(table + "-"):
         return None
     m = _EPOCH_RE.match(msg_id[len(table) + 1:])
@@ -212,6 +213,17 @@ def content_problem(value: Any, path: str = "$") -> str | None:
         for i, v in enumerate(value):
             if (problem := content_problem(v, f"{path}[{i}]")) is not None:
                 return problem
+    return None
+
+
+def _msg_id_problem(table: str, msg: Message) -> str | None:
+    if msg.seq > 0:
+        if msg_id_epoch(table, msg.msg_id, msg.seq) is None:
+            return (f"msg_id {msg.msg_id[:120]!r} is not seq {msg.seq} of table {table!r} "
+                    "({table}-{epoch}-{seq}[-{random}])")
+        return None
+    if not msg.msg_id.startswith(table + "-") or not _UNSEQUENCED_ID.fullmatch(msg.msg_id[len(table) + 1:]):
+        return f"msg_id {msg.msg_id[:120]!r} is not one of table {table!r}"
     return None
 
 
@@ -325,13 +337,14 @@ class Ingestor:
             raise _Reject(f"negative seq {msg.seq}")
         if (problem := content_problem(msgspec.to_builtins(msg))) is not None:
             raise _Reject(problem)
+        if (problem := _msg_id_problem(table, msg)) is not None:
+            raise _Reject(problem)
         try:
             ts = canonical_ts(msg.ts)
         except ValueError as exc:
             raise _Reject(f"ts: {exc}") from None
         epoch = msg_id_epoch(table, msg.msg_id, msg.seq) if msg.seq else ""
-        if epoch is None:
-            epoch = await self._current_epoch(tx, table)
+        assert epoch is not None  # _msg_id_problem
         sha = hashlib.sha256(item.payload).hexdigest()
         try:
             payload_text = item.payload.decode("utf-8")
@@ -389,10 +402,6 @@ class Ingestor:
             d.info = (epoch, msg.seq, msg.msg_id, msg)
             self._rules[table] = _rules_of(msg)
         return Outcome("stored", table, epoch, msg.seq, msg.msg_id)
-
-    async def _current_epoch(self, tx: Tx, table: str) -> str:
-        rows = await tx.fetchall("SELECT epoch FROM tables WHERE table_id = ?", (table,))
-        return str(rows[0][0]) if rows and rows[0][0] else ""
 
     async def _derived(self, tx: Tx, msg: Message, table: str, epoch: str, ts: str, raw: bytes) -> None:
         if isinstance(msg, SettlementMessage):
