@@ -224,6 +224,43 @@ async def test_a_msg_id_must_name_the_table_and_the_seq_of_its_message(db: Datab
 # ------------------------------------------------------------------------------------ settlements
 
 
+async def test_settlements_no_daemon_can_make_are_quarantined(db: Database) -> None:
+    """Before: every one of these was stored and counted in the handle and the win (a negative stake
+    lowered the handle; a net of 10**12 on a 1000 stake paid out a fortune; an unknown bet went into the
+    CSV report as written, '=HYPERLINK(...)' included)."""
+    await apply(db, item("info", info("t1", 1)))
+    hostile = [
+        dict(stake=-5000, net=5000),  # a negative stake
+        dict(stake=0, outcome="push", category="push", net=0),
+        dict(outcome="win", category="banker_win", odds="1 to 1", net=10**12, commission=0),
+        dict(outcome="win", category="banker_win", odds="1 to 1", net=1000, commission=50),
+        dict(outcome="win", category="banker_win", odds="1 to 1", net=-1000, commission=2000),
+        dict(outcome="win", category="banker_win", odds=None, net=1000),
+        dict(outcome="win", category="banker_win", odds="lots", net=1000),
+        dict(net=0),  # a loss that costs nothing
+        dict(commission=50, net=-1050),  # commission on a loss
+        dict(outcome="void", category="void", net=1000),
+        dict(outcome="jackpot"),
+        dict(bet="=HYPERLINK(\"http://x\")"),
+        dict(bet="perfect_pairs", hand="middle"),
+    ]
+    genuine = [
+        dict(outcome="win", category="banker_win", odds="1 to 1", net=950, commission=50),
+        dict(bet="perfect_pairs", hand="player", stake=500, outcome="win", category="perfect_pair",
+             odds="25 to 1", net=12500),
+        dict(),  # a loss
+        dict(outcome="push", category="tie", net=0),
+        dict(outcome="void", category="void", net=0),
+    ]
+    out = await apply(db, *(item("settlements", settlement("t1", i, **kw))
+                            for i, kw in enumerate([*hostile, *genuine], start=2)))
+    kinds = [k for k, _ in out]
+    assert kinds == ["quarantined"] * len(hostile) + ["stored"] * len(genuine), out
+    assert all(r.startswith("settlement: ") for _, r in out[:len(hostile)]), out
+    [day] = await build_report(db, GamingDay(6, "UTC"))
+    assert (day.totals.handle, day.totals.house_win, day.totals.void_stake) == (3500, -12450, 1000)
+
+
 # ------------------------------------------------------------------------------------ table info
 
 

@@ -60,7 +60,9 @@ from tablesense.daemon.messages import (
     TableInfo,
     decode_message,
 )
-from tablesense.daemon.rules.money import MAX_AMOUNT
+from tablesense.daemon.rules.money import MAX_AMOUNT, Odds, winnings
+from tablesense.daemon.rules.settlement import Bet, Hand
+from tablesense.daemon.rules.settlement import Outcome as WagerOutcome
 from tablesense.daemon.topics import TABLE_ID
 
 __all__ = ["CHANNEL_SCHEMAS", "Incoming", "Ingestor", "Outcome", "StatusFields", "content_problem",
@@ -85,6 +87,9 @@ MAX_PAYLOAD = 1 << 20
 
 _EPOCH_RE = re.compile(r"^(?P<epoch>[0-9a-f]{8})-(?P<seq>[0-9]{1,16})(?:-[0-9A-Za-z]{1,32})?$")
 _UNSEQUENCED_ID = re.compile(r"[0-9A-Za-z_.-]{1,96}")  # after "{table}-": the daemon's seq 0 alarms
+_BETS = frozenset(b.value for b in Bet)
+_HANDS = frozenset(h.value for h in Hand)
+_OUTCOMES = frozenset(o.value for o in WagerOutcome)
 
 EARLIEST_TS = "1970-01-01T00:00:00.000000Z"
 LATEST_TS = "9000-01-01T00:00:00.000000Z"
@@ -216,6 +221,36 @@ def content_problem(value: Any, path: str = "$") -> str | None:
     return None
 
 
+def _settlement_problem(msg: SettlementMessage) -> str | None:
+    """A settlement the daemon cannot have made (tablesense.rules.settlement ``settle_as``): an unknown
+    bet, hand or outcome, a stake below 1 minor unit, or a net and commission that do not follow from the
+    stake, the outcome and the odds."""
+    if msg.bet not in _BETS:
+        return f"unknown bet {msg.bet[:64]!r}"
+    if msg.hand is not None and msg.hand not in _HANDS:
+        return f"unknown hand {msg.hand[:64]!r}"
+    if msg.outcome not in _OUTCOMES:
+        return f"unknown outcome {msg.outcome[:64]!r}"
+    if msg.stake < 1:
+        return f"stake {msg.stake}: a stake is at least 1 minor unit"
+    if msg.commission < 0:
+        return f"negative commission {msg.commission}"
+    if msg.outcome == WagerOutcome.WIN:
+        try:
+            won = winnings(msg.stake, Odds.parse(msg.odds or ""))
+        except ValueError as exc:
+            return f"a win without readable odds: {exc}"
+        if msg.commission > won or msg.net != won - msg.commission:
+            return (f"net {msg.net} and commission {msg.commission} of a win of stake {msg.stake} at "
+                    f"{msg.odds} (winnings {won}): the net must be the winnings less the commission")
+        return None
+    expected = -msg.stake if msg.outcome == WagerOutcome.LOSE else 0
+    if msg.net != expected or msg.commission:
+        return (f"net {msg.net} and commission {msg.commission} of a {msg.outcome} of stake {msg.stake}: "
+                f"expected net {expected} and no commission")
+    return None
+
+
 def _msg_id_problem(table: str, msg: Message) -> str | None:
     if msg.seq > 0:
         if msg_id_epoch(table, msg.msg_id, msg.seq) is None:
@@ -339,6 +374,8 @@ class Ingestor:
             raise _Reject(problem)
         if (problem := _msg_id_problem(table, msg)) is not None:
             raise _Reject(problem)
+        if isinstance(msg, SettlementMessage) and (problem := _settlement_problem(msg)) is not None:
+            raise _Reject(f"settlement: {problem}")
         try:
             ts = canonical_ts(msg.ts)
         except ValueError as exc:
