@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from tablesense.daemon.floor.ingest import Incoming, Ingestor
 from tablesense.daemon.floor.migrations import migrate
 from tablesense.daemon.floor.service import FloorOptions, FloorService
 from tablesense.daemon.floor.store import Database, open_database
+from tablesense.daemon.floor.web import page_model
 
 pytestmark = [pytest.mark.timeout(120)]
 needs_broker = pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")
@@ -262,6 +264,28 @@ async def test_settlements_no_daemon_can_make_are_quarantined(db: Database) -> N
 
 
 # ------------------------------------------------------------------------------------ table info
+
+
+async def test_a_table_info_outside_a_configs_bounds_is_quarantined(db: Database) -> None:
+    """Before: a commission of '1e9999999' made every settlement of the table spend 8 s building a
+    ten-million-digit integer in the event loop ('1e999999999': hours; the whole floor hung); a minor unit
+    of -1 made the floor page and the report raise (money as floats: format '0-1d'); decks 2**31 broke
+    PostgreSQL's INTEGER and jammed the batch; a currency '=1+1' went into the CSV report as written."""
+    out = await apply(db, item("info", info("t1", 1, commission="1e9999999")),
+                      item("info", info("t2", 1, minor_unit=-1)),
+                      item("info", info("t3", 1, decks=2**31)),
+                      item("info", info("t4", 1, currency="=1+1")),
+                      item("info", info("t5", 1, game="poker")),
+                      item("info", info("t6", 1, game="uth", decks=1, commission=None)))
+    assert [k for k, _ in out] == ["quarantined"] * 5 + ["stored"], out
+    start = time.monotonic()
+    out = await apply(db, *(item("settlements", settlement(t, 2)) for t in ("t1", "t2", "t3", "t4", "t5")))
+    assert time.monotonic() - start < 2
+    assert [k for k, _ in out] == ["stored"] * 5
+    now = datetime(2026, 12, 1, 13, tzinfo=UTC)
+    model = await page_model(db, GamingDay(6, "UTC"), now)
+    assert {t["table"]: t["today"]["handle"] for t in model["tables"] if t["today"]} == {
+        t: "10.00" for t in ("t1", "t2", "t3", "t4", "t5")}
 
 
 # ------------------------------------------------------------------------------------ replay replies

@@ -44,6 +44,7 @@ from typing import Any
 
 import msgspec
 
+from tablesense.daemon.config import RATE_TEXT
 from tablesense.daemon.floor.alarms import now_iso, raise_floor_alarm
 from tablesense.daemon.floor.edges import house_edge, paytables_json
 from tablesense.daemon.floor.store import BadValue, ConstraintViolation, DatabaseError, Tx
@@ -60,6 +61,7 @@ from tablesense.daemon.messages import (
     TableInfo,
     decode_message,
 )
+from tablesense.daemon.rules.games import GAMES
 from tablesense.daemon.rules.money import MAX_AMOUNT, Odds, winnings
 from tablesense.daemon.rules.settlement import Bet, Hand
 from tablesense.daemon.rules.settlement import Outcome as WagerOutcome
@@ -90,6 +92,7 @@ _UNSEQUENCED_ID = re.compile(r"[0-9A-Za-z_.-]{1,96}")  # after "{table}-": the d
 _BETS = frozenset(b.value for b in Bet)
 _HANDS = frozenset(h.value for h in Hand)
 _OUTCOMES = frozenset(o.value for o in WagerOutcome)
+_CURRENCY = re.compile(r"[A-Z]{3}")
 
 EARLIEST_TS = "1970-01-01T00:00:00.000000Z"
 LATEST_TS = "9000-01-01T00:00:00.000000Z"
@@ -251,6 +254,23 @@ def _settlement_problem(msg: SettlementMessage) -> str | None:
     return None
 
 
+def _info_problem(msg: TableInfo) -> str | None:
+    """A table info outside what a table config may say (daemon/config.py): the figures are computed from
+    it (the game's exact analysis, the commission rate, the digits money is printed with)."""
+    if msg.game not in GAMES:
+        return f"unknown game {msg.game[:64]!r}"
+    if not 1 <= msg.decks <= 8:
+        return f"decks {msg.decks}: 1 to 8"
+    if not 0 <= msg.minor_unit <= 4:
+        return f"minor_unit {msg.minor_unit}: 0 to 4 digits"
+    if not _CURRENCY.fullmatch(msg.currency):
+        return f"currency {msg.currency[:64]!r} is not an ISO 4217 code"
+    if msg.commission is not None and not RATE_TEXT.fullmatch(msg.commission):
+        # Fraction('1e999999999') builds a billion-digit integer: the floor hung in the analysis
+        return f"commission {msg.commission[:64]!r} is not a rate such as '5%'"
+    return None
+
+
 def _msg_id_problem(table: str, msg: Message) -> str | None:
     if msg.seq > 0:
         if msg_id_epoch(table, msg.msg_id, msg.seq) is None:
@@ -376,6 +396,8 @@ class Ingestor:
             raise _Reject(problem)
         if isinstance(msg, SettlementMessage) and (problem := _settlement_problem(msg)) is not None:
             raise _Reject(f"settlement: {problem}")
+        if isinstance(msg, TableInfo) and (problem := _info_problem(msg)) is not None:
+            raise _Reject(f"table info: {problem}")
         try:
             ts = canonical_ts(msg.ts)
         except ValueError as exc:

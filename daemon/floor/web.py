@@ -112,6 +112,9 @@ class FloorPage:
         except DatabaseError as exc:
             log.warning("floor_page_refresh_failed", error=str(exc))
             return
+        except Exception as exc:  # the page goes on with the model it has (and tries again)
+            log.error("floor_page_refresh_failed", error=f"{type(exc).__name__}: {exc}", exc_info=True)
+            return
         stable = {k: v for k, v in model.items() if k != "updated_at"}
         old = {k: v for k, v in (self._model or {}).items() if k != "updated_at"}
         if stable != old:
