@@ -288,6 +288,17 @@ async def test_a_table_info_outside_a_configs_bounds_is_quarantined(db: Database
         t: "10.00" for t in ("t1", "t2", "t3", "t4", "t5")}
 
 
+async def test_floor_alarms_of_a_table_that_never_stored_a_message_are_on_the_page(db: Database) -> None:
+    """Before: the page listed the tables of the ``tables`` row only; a table all of whose messages were
+    quarantined had none, so its QUARANTINED alarm was stored and logged but never shown."""
+    out = await apply(db, Incoming("tablesense/t8/settlements", json.dumps(settlement("t9", 1)).encode()))
+    assert [k for k, _ in out] == ["quarantined"]
+    model = await page_model(db, GamingDay(6, "UTC"))
+    rows = {t["table"]: t for t in model["tables"]}
+    assert [a["code"] for a in rows["t8"]["alarms"]] == ["QUARANTINED"], rows
+    assert rows["t8"]["state"] == "unknown"
+
+
 # ------------------------------------------------------------------------------------ replay replies
 
 

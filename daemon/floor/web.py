@@ -68,6 +68,10 @@ async def page_model(db: Database, gaming_day: GamingDay, now: datetime | None =
             {"source": "floor", "id": key, "code": code, "severity": severity, "text": text, "held": False,
              "ts": raised_at})
     out = []
+    # a floor alarm about a table that never stored a message (all it sent was quarantined) has a row too
+    seen = {str(r[0]) for r in tables}
+    tables = [*tables, *((t, None, None, None, None, None, False, None, None, None, None, "")
+                         for t in sorted(set(alarms) - seen))]
     for (table, state, game, shoe, rnd, phase, held, last_at, currency, minor, epoch, detail) in tables:
         digits = int(minor) if minor is not None else 2
         f = today.get(str(table))
