@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from tablesense.daemon.floor.ingest import Incoming, Ingestor
 from tablesense.daemon.floor.migrations import migrate
 from tablesense.daemon.floor.service import FloorOptions, FloorService
 from tablesense.daemon.floor.store import Database, open_database
+from tablesense.daemon.floor.tracker import ReplayRequest, Tracker
 from tablesense.daemon.floor.web import page_model
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -302,3 +303,55 @@ async def test_floor_alarms_of_a_table_that_never_stored_a_message_are_on_the_pa
 # ------------------------------------------------------------------------------------ replay replies
 
 
+async def test_a_replay_reply_declares_lost_only_what_was_asked(db: Database) -> None:
+    """Before: a reply's 'seq A..B no longer held (pruned)' was taken whole: '1..99999999999999999999'
+    broke PostgreSQL's BIGINT (the reply was retried for ever, jamming the consumer) and a wide range
+    marked seqs never asked for (future holes) as lost, so they were never asked; an answer on another
+    table's reply topic was taken for this table's; the daemon's list form 'seq 4..5, 7..7 no longer held'
+    was not read at all (asked again for ever, never SEQ_LOST)."""
+    await apply(db, item("status", status("t1", last_seq=20)),
+                *(item("alarms", alarm("t1", s)) for s in (1, 2, 3, 8, 9, 10, 20)))
+    sent: list[ReplayRequest] = []
+
+    async def send(r: ReplayRequest) -> None:
+        sent.append(r)
+
+    tracker = Tracker(db, send, "floor-t", grace=0.0)
+    later = datetime.now(UTC) + timedelta(seconds=5)
+    await tracker.audit(later)
+    assert [(r.from_seq, r.to_seq) for r in sent] == [(4, 19)]
+    cid = sent[0].command_id
+    await tracker.on_reply(cid, json.dumps({"ok": True, "reason": "replaying 0 messages; seq 4..5, 7..7 "
+                                            "no longer held (pruned)"}).encode())
+    pruned = await db.fetchall("SELECT from_seq, to_seq FROM gaps WHERE state = 'pruned' ORDER BY from_seq")
+    assert [(int(a), int(b)) for a, b in pruned] == [(4, 5), (7, 7)]
+    reply = json.dumps({"ok": True, "command": "replay", "reason": "replaying 0 messages; seq "
+                        "1..99999999999999999999 no longer held (pruned)"}).encode()
+    await tracker.on_reply(cid, reply, "t2")  # on another table's reply topic: not an answer
+    await tracker.on_reply("replay-never-asked", reply, "t1")
+    await tracker.on_reply(cid, b"[" * 3000, "t1")
+    assert await count(db, "SELECT COUNT(*) FROM gaps WHERE state = 'pruned'") == 2
+    await tracker.on_reply(cid, reply, "t1")
+    pruned = await db.fetchall("SELECT from_seq, to_seq FROM gaps WHERE state = 'pruned' ORDER BY from_seq")
+    assert [(int(a), int(b)) for a, b in pruned] == [(4, 19), (7, 7)]  # cut to the 4..19 asked
+
+
+@needs_broker
+async def test_a_malformed_reply_does_not_stop_the_floor(db_url: str, broker: MosquittoBroker) -> None:
+    """Before: a table could publish, on its own reply topic, 3,000 brackets without correlation data;
+    reading the command id out of it raised RecursionError, which ended the consumer's task: nothing was
+    stored after it."""
+    service = FloorService(FloorSettings(broker.host, broker.port, client_id="floor-r"), FloorOptions(db_url))
+    await service.start()
+    try:
+        await wait_for(lambda: service.consumer.connected, 10, "the floor to connect")
+        good = settlement("t1", 1)
+        async with aiomqtt.Client(broker.host, broker.port, protocol=aiomqtt.ProtocolVersion.V5) as c:
+            await c.publish("tablesense/t1/reply/floor-r", b"[" * 3000, qos=1)
+            await asyncio.sleep(0.5)
+            await c.publish("tablesense/t1/settlements", json.dumps(good).encode(), qos=1)
+        await wait_for(lambda: count(service.db, "SELECT COUNT(*) FROM messages WHERE msg_id = ?",
+                                     (good["msg_id"],)), 20, "the message after the reply")
+        assert not service._tasks[0].done()
+    finally:
+        await service.stop()

@@ -281,7 +281,8 @@ class FloorConsumer:
             command_id = bytes(corr).decode(errors="replace") if corr else _json_field(payload, "command_id")
             tracker = self.tracker
             if tracker is not None and command_id:
-                await self._retry_db(partial(tracker.on_reply, command_id, payload))
+                table = str(m.topic)[len(self._reply_prefix):].partition("/")[0]
+                await self._retry_db(partial(tracker.on_reply, command_id, payload, table))
         for m in batch:  # only now, after the commit, in the order they arrived
             if m.qos > 0:
                 client._client.ack(m.mid, m.qos)
@@ -346,9 +347,11 @@ def _notify_payload(outcomes: list[Outcome]) -> str:
 
 
 def _json_field(payload: bytes, name: str) -> str:
+    if len(payload) > 4096:  # no reply of a table's (docs/mqtt.md: one line)
+        return ""
     try:
         body = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):  # 2,000 brackets fit in 4 KiB
         return ""
     value = body.get(name) if isinstance(body, dict) else None
     return value if isinstance(value, str) else ""

@@ -51,7 +51,11 @@ table gets at most 3 a second, well inside its command rate limit (``[mqtt] comm
 _WALK = 20_000
 _EPOCH_REPLACED = "journal epoch replaced"
 _RANGE_RE = re.compile(r"seq (\d+)\.\.(\d+) ")
-_PRUNED_RE = re.compile(r"seq (\d+)\.\.(\d+) no longer held")
+_PRUNED_RE = re.compile(r"seq ((?:\d+\.\.\d+, )*\d+\.\.\d+)(?: and \d+ more)? "
+                        r"no longer held")
+_PAIR_RE = re.compile(r"(\d+)\.\.(\d+)")
+MAX_REPLY_BYTES = 4096
+"""A reply larger than this is no answer of a table's (its reason is one line): ignored unread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +119,20 @@ def coalesce(due: list[tuple[int, int]], span: int = MAX_REPLAY_SPAN,
     return out
 
 
-def pruned_ranges(reason: str) -> list[tuple[int, int]]:
-    """The ``seq A..B no longer held (pruned)`` ranges named in a replay reply's reason."""
-    return [(int(a), int(b)) for a, b in _PRUNED_RE.findall(reason) if int(a) <= int(b)]
+def pruned_ranges(reason: str, within: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+    """The ranges a replay reply's reason names as pruned: ``seq A..B no longer held (pruned)``, or the
+    daemon's list ``seq A..B, C..D, E..F and 2 more no longer held (pruned)``. ``within``: the request's
+    ``(from, to)``; a range is cut to it (a reply cannot declare lost what was not asked), one outside
+    it is left out."""
+    out: list[tuple[int, int]] = []
+    for named in _PRUNED_RE.findall(reason):
+        for a, b in _PAIR_RE.findall(named):
+            lo, hi = int(a), int(b)
+            if within is not None:
+                lo, hi = max(lo, within[0]), min(hi, within[1])
+            if lo <= hi:
+                out.append((lo, hi))
+    return out
 
 
 async def _lost_pending(tx: Tx, table: str, epoch: str) -> bool:
@@ -341,28 +356,39 @@ class Tracker:
         except Exception as exc:  # the next audit asks again (the gap stays open)
             log.warning("floor_replay_request_failed", table=r.table, error=f"{type(exc).__name__}: {exc}")
 
-    async def on_reply(self, command_id: str, payload: bytes) -> None:
-        """Record the table's answer to a replay request; ranges it names as pruned become ``SEQ_LOST``."""
+    async def on_reply(self, command_id: str, payload: bytes, table: str | None = None) -> None:
+        """Record the table's answer to a replay request; ranges it names as pruned (cut to the range
+        asked) become ``SEQ_LOST``. ``table``: the table whose reply topic it came on; an answer to a
+        request of another table's, to no request of this floor's, or larger than
+        :data:`MAX_REPLY_BYTES` is ignored (logged)."""
+        if len(payload) > MAX_REPLY_BYTES:
+            log.warning("floor_replay_reply_ignored", table=table, command_id=command_id[:80],
+                        reason=f"{len(payload)} bytes")
+            return
         try:
             body = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             body = {}
         if not isinstance(body, dict):
             body = {}
-        ok = bool(body.get("ok"))
-        reason = str(body.get("reason", ""))[:1000]
+        ok = body.get("ok") is True
+        reason = str(body.get("reason", ""))[:1000].replace("\x00", "\\x00")
         async with self.db.transaction() as tx:
-            rows = await tx.fetchall("SELECT table_id, epoch FROM replay_requests WHERE command_id = ?",
-                                     (command_id,))
-            if not rows:
+            rows = await tx.fetchall("SELECT table_id, epoch, from_seq, to_seq FROM replay_requests WHERE "
+                                     "command_id = ?", (command_id[:200].replace("\x00", ""),))
+            if not rows or (table is not None and str(rows[0][0]) != table):
+                log.warning("floor_replay_reply_ignored", table=table, command_id=command_id[:80],
+                            reason="no such request of this floor" if not rows else
+                            f"the request was sent to {rows[0][0]}")
                 return
             table, epoch = str(rows[0][0]), str(rows[0][1])
+            asked = (int(rows[0][2]), int(rows[0][3]))
             await tx.execute("UPDATE replay_requests SET reply_ok = ?, reply_reason = ?, replied_at = ? "
                              "WHERE command_id = ?", (ok, reason, now_iso(), command_id))
             if not ok:
                 log.warning("floor_replay_refused", table=table, command_id=command_id, reason=reason)
                 return
-            for lo, hi in pruned_ranges(reason):
+            for lo, hi in pruned_ranges(reason, asked):
                 now_s = now_iso()
                 await tx.execute(
                     "INSERT INTO gaps (table_id, epoch, from_seq, to_seq, state, first_seen, requests, "
