@@ -13,9 +13,13 @@ Structs (:func:`tablesense.daemon.messages.decode_message`). Then, inside a save
 * the floor-record rows derived from it, each keyed by the message's ``msg_id`` so they are written once:
   ``settlements`` (with the wager's paytable and exact house edge, :mod:`.edges`), ``rounds`` with their
   ``wagers`` and ``commands`` (the floor record), ``alarms``;
-* a payload that is not a tablesense message of that topic (not JSON, wrong schema for the topic, a
-  ``table`` field naming another table, a bad timestamp, no ``msg_id``) goes to ``quarantine`` with the
-  reason (and a ``QUARANTINED`` floor alarm), never dropped silently.
+* a payload that is not a tablesense message of that topic (not JSON, wrong schema for the topic, a topic
+  level that is no table id, a ``table`` field naming another table, a bad timestamp, no ``msg_id`` or
+  one that is not its table's and seq's) or that no daemon writes (:func:`content_problem`: an integer
+  beyond +-(2**53 - 1), a NUL; an impossible settlement; a table info outside a config's bounds; a value
+  the database refuses, :class:`~tablesense.daemon.floor.store.BadValue`) goes to ``quarantine`` with
+  the reason (and a ``QUARANTINED`` floor alarm), never dropped silently, and the rest of the batch is
+  stored: one message never holds up the others.
 
 The rows every message of a table touches (``tables``, ``shoes``, ``seq_tracks``) are updated once per
 batch and table, in table order, after the messages: two floor processes sharing the load then lock them
