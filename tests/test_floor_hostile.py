@@ -199,6 +199,25 @@ async def test_the_report_lists_the_days_with_data_not_every_day_between(db: Dat
             assert "is outside 1969-12-31 .. 9000-01-01" in r.stderr
 
 
+async def test_a_status_the_database_cannot_hold_is_quarantined_not_retried_for_ever(
+        db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: a status whose epoch was 6,000 characters (the table's own status topic) made the floor
+    alarm key and seq_tracks' primary key too large for PostgreSQL's index: the batch failed, outside any
+    message's savepoint, and was retried for ever. A status is applied in a savepoint of its own now."""
+    out = await apply(db, item("status", status("t1", epoch=secrets.token_hex(3000), last_seq=5)),
+                      item("alarms", alarm("t1", 1)))
+    assert [k for k, _ in out] == ["quarantined", "stored"], out
+    assert "is not a journal epoch" in out[0][1]
+
+    async def broken(self: Ingestor, *args: Any) -> None:  # whatever else the database refuses
+        from tablesense.daemon.floor.store import BadValue
+        raise BadValue("out of range (test)")
+
+    monkeypatch.setattr(Ingestor, "_apply_status", broken)
+    out = await apply(db, item("status", status("t1", last_seq=5)), item("alarms", alarm("t1", 2)))
+    assert out == [("quarantined", "the database cannot store it: out of range (test)"), ("stored", "")]
+
+
 # ------------------------------------------------------------------------------------ who a message is
 
 

@@ -92,6 +92,7 @@ MAX_PAYLOAD = 1 << 20
 """Largest payload the floor decodes (1 MiB; the daemon's largest, a floor record, is a few KiB)."""
 
 _EPOCH_RE = re.compile(r"^(?P<epoch>[0-9a-f]{8})-(?P<seq>[0-9]{1,16})(?:-[0-9A-Za-z]{1,32})?$")
+_EPOCH = re.compile(r"[0-9a-f]{8}")
 _UNSEQUENCED_ID = re.compile(r"[0-9A-Za-z_.-]{1,96}")  # after "{table}-": the daemon's seq 0 alarms
 _BETS = frozenset(b.value for b in Bet)
 _HANDS = frozenset(h.value for h in Hand)
@@ -346,7 +347,21 @@ class Ingestor:
         for table in sorted(deltas):
             await self._apply_delta(tx, table, deltas[table])
         for item, status in statuses:
-            await self._apply_status(tx, item, status)
+            try:
+                async with tx.savepoint():
+                    await self._apply_status(tx, item, status)
+            except BadValue as exc:  # this status only: the batch's messages are stored
+                reason = f"the database cannot store it: {exc}"
+            except DatabaseError:
+                raise
+            except Exception as exc:  # a defect of ours, as for a message
+                log.error("floor_message_failed", topic=item.topic[:200],
+                          error=f"{type(exc).__name__}: {exc}", exc_info=True)
+                reason = f"the floor failed on it: {type(exc).__name__}: {exc}"
+            else:
+                continue
+            i = next(i for i, o in enumerate(out) if o.kind == "status" and items[i] is item)
+            out[i] = await self._quarantine(tx, item, reason)
         return out
 
     # -- one message -------------------------------------------------------------------------------
@@ -376,6 +391,8 @@ class Ingestor:
                               f"{item.topic}")
             if (problem := content_problem(msgspec.to_builtins(status))) is not None:
                 raise _Reject(problem)
+            if status.epoch and not _EPOCH.fullmatch(status.epoch):
+                raise _Reject(f"status epoch {status.epoch[:80]!r} is not a journal epoch (8 hex digits)")
             statuses.append((item, status))
             deltas.setdefault(table, _TableDelta()).last_message_at = item.received_at
             return Outcome("status", table=table)
