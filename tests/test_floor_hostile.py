@@ -286,6 +286,52 @@ async def test_settlements_no_daemon_can_make_are_quarantined(db: Database) -> N
 # ------------------------------------------------------------------------------------ table info
 
 
+async def _edges(db: Database) -> dict[int, str]:
+    rows = await db.fetchall("SELECT seq, paytable FROM settlements WHERE bet = 'perfect_pairs' ORDER BY seq")
+    return {int(s): str(p) for s, p in rows}
+
+
+PP_WIN = dict(bet="perfect_pairs", hand="player", stake=500, outcome="lose", net=-500)
+
+
+async def test_a_settlement_takes_the_paytable_of_the_info_before_it_whichever_process_stores_it(
+        db: Database) -> None:
+    """Before: each floor process kept the first rules it read for a table in memory for good: when the
+    table changed its Perfect Pairs paytable (a new info at a new shoe), a process of the share group that
+    did not receive that info stored the table's settlements under the old paytable and house edge for
+    as long as it ran (a wrong theoretical win); a missed old info, replayed after the new one, put the
+    old paytable back for the settlements after it, and in one batch with the newest info it took the
+    table's row (currency, minor unit, paytables) back to itself."""
+    one, two = Ingestor("tablesense", "floor-1"), Ingestor("tablesense", "floor-2")
+
+    async def by(ing: Ingestor, *items: Incoming) -> None:
+        async with db.transaction() as tx:
+            assert {o.kind for o in await ing.apply(tx, list(items))} == {"stored"}
+
+    pp_a = [{"bet": "perfect_pairs", "label": "Perfect Pairs", "paytable_name": "A", "min": 500, "max": 9000}]
+    pp_b = [{**pp_a[0], "paytable_name": "B"}]
+    await by(one, item("info", info("t1", 2, wagers=pp_a)))
+    await by(two, item("settlements", settlement("t1", 3, **PP_WIN)))
+    await by(one, item("info", info("t1", 4, shoe=2, wagers=pp_b)))  # the new shoe: paytable B
+    await by(two, item("settlements", settlement("t1", 5, shoe=2, **PP_WIN)))
+    assert await _edges(db) == {3: "A", 5: "B"}
+    # the info of seq 1 (missed, paytable C) replayed now: it rules seq 1's successors up to seq 2 only
+    await by(one, item("info", info("t1", 1, wagers=[{**pp_a[0], "paytable_name": "C"}])))
+    await by(two, item("settlements", settlement("t1", 6, shoe=2, **PP_WIN)))
+    assert await _edges(db) == {3: "A", 5: "B", 6: "B"}
+    # a settlement stored before the info ruling it (dropped, replayed later) is corrected when it comes
+    await by(two, item("settlements", settlement("t1", 8, shoe=3, **PP_WIN)))
+    await by(one, item("info", info("t1", 7, shoe=3, wagers=[{**pp_a[0], "paytable_name": "25-12-5"}])))
+    assert await _edges(db) == {3: "A", 5: "B", 6: "B", 8: "25-12-5"}
+    edge = await db.fetchall("SELECT house_edge FROM settlements WHERE seq = 8")
+    assert edge[0][0] == "33/415"
+    # one batch holding the newest info and an older one replayed: the table keeps the newest
+    await by(one, item("info", info("t1", 10, shoe=4, currency="USD", wagers=pp_b)),
+             item("info", info("t1", 9, shoe=3, currency="EUR", wagers=pp_a)))
+    row = await db.fetchall("SELECT info_seq, currency, paytables FROM tables WHERE table_id = 't1'")
+    assert row[0] == (10, "USD", '{"perfect_pairs":"B"}')
+
+
 async def test_a_table_info_outside_a_configs_bounds_is_quarantined(db: Database) -> None:
     """Before: a commission of '1e9999999' made every settlement of the table spend 8 s building a
     ten-million-digit integer in the event loop ('1e999999999': hours; the whole floor hung); a minor unit

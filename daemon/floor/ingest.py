@@ -11,7 +11,8 @@ Structs (:func:`tablesense.daemon.messages.decode_message`). Then, inside a save
   another ``msg_id`` for a ``(table, epoch, seq)`` the floor holds breaks the UNIQUE index and is
   quarantined (``SEQ_CONFLICT``);
 * the floor-record rows derived from it, each keyed by the message's ``msg_id`` so they are written once:
-  ``settlements`` (with the wager's paytable and exact house edge, :mod:`.edges`), ``rounds`` with their
+  ``settlements`` (with the wager's paytable and exact house edge, :mod:`.edges`, under the table info
+  before it in its epoch, which the database holds whichever process stored it), ``rounds`` with their
   ``wagers`` and ``commands`` (the floor record), ``alarms``;
 * a payload that is not a tablesense message of that topic (not JSON, wrong schema for the topic, a topic
   level that is no table id, a ``table`` field naming another table, a bad timestamp, no ``msg_id`` or
@@ -40,6 +41,7 @@ import hashlib
 import json
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -320,7 +322,7 @@ class Ingestor:
     def __init__(self, prefix: str = "tablesense", consumer: str = "floor") -> None:
         self.prefix = prefix
         self.consumer = consumer
-        self._rules: dict[str, _Rules] = {}
+        self._info_rules: OrderedDict[str, _Rules] = OrderedDict()  # info msg_id -> its rules (LRU)
 
     async def apply(self, tx: Tx, items: Sequence[Incoming]) -> list[Outcome]:
         """Store ``items`` in ``tx`` (in order); returns one :class:`Outcome` per item.
@@ -478,15 +480,14 @@ class Ingestor:
             d.shoes[(epoch, msg.shoe)] = (min(lo, ts), max(hi, ts))
         if isinstance(msg, RoundState) and (d.round is None or (d.round[0], d.round[1]) < (epoch, msg.seq)):
             d.round = (epoch, msg.seq, msg.shoe, msg.round, msg.phase, msg.held)
-        if isinstance(msg, TableInfo):
-            d.info = (epoch, msg.seq, msg.msg_id, msg)
-            self._rules[table] = _rules_of(msg)
+        if isinstance(msg, TableInfo) and (d.info is None or (d.info[0], d.info[1]) < (epoch, msg.seq)):
+            d.info = (epoch, msg.seq, msg.msg_id, msg)  # the newest of the batch (a replayed one is older)
         return Outcome("stored", table, epoch, msg.seq, msg.msg_id)
 
     async def _derived(self, tx: Tx, msg: Message, table: str, epoch: str, ts: str, raw: bytes) -> None:
         if isinstance(msg, SettlementMessage):
             changed = await self._changed_after_lock(tx, table, epoch, msg)
-            rules = await self._table_rules(tx, table)
+            rules = await self._rules_before(tx, table, epoch, msg.seq)
             edge = house_edge(rules.game, rules.decks, rules.paytables, rules.commission, msg.bet, msg.hand)
             await tx.execute(
                 "INSERT INTO settlements (msg_id, table_id, epoch, seq, shoe, round, ts, spot, seat, bet, "
@@ -536,6 +537,8 @@ class Ingestor:
                      json.dumps(c.args, sort_keys=True), c.operator, c.ok, c.reason))
             if chain.chain_seq is not None and chain.chain_head:
                 await self._chain_mark(tx, table, epoch, chain.chain_seq, chain.chain_head, msg.msg_id, ts)
+        elif isinstance(msg, TableInfo) and msg.seq > 0 and epoch:
+            await self._rederive_edges(tx, table, epoch, msg)
         elif isinstance(msg, AlarmMessage):
             await tx.execute(
                 "INSERT INTO alarms (msg_id, table_id, epoch, seq, shoe, round, ts, alarm_id, code, "
@@ -562,16 +565,50 @@ class Ingestor:
                 return True
         return False
 
-    async def _table_rules(self, tx: Tx, table: str) -> _Rules:
-        rules = self._rules.get(table)
+    async def _rules_before(self, tx: Tx, table: str, epoch: str, seq: int) -> _Rules:
+        """The rules in force at ``seq``: those of the table's info with the highest seq below it in the
+        same journal epoch (the database holds it, whichever floor process stored it, this batch's
+        included); without one, the latest the ``tables`` row keeps. Never a process's memory of the
+        table: another process of the share group may have stored the info that changed them."""
+        if seq > 0 and epoch:
+            rows = await tx.fetchall(
+                "SELECT msg_id, payload FROM messages WHERE table_id = ? AND epoch = ? AND schema_name = "
+                "'tablesense.table_info' AND seq > 0 AND seq < ? ORDER BY seq DESC LIMIT 1",
+                (table, epoch, seq))
+            if rows:
+                return self._rules_of_info(str(rows[0][0]), str(rows[0][1]))
+        rows = await tx.fetchall("SELECT game, decks, paytables, commission FROM tables WHERE table_id = ?",
+                                 (table,))
+        return _Rules(*rows[0]) if rows else _Rules(None, None, None, None)
+
+    def _rules_of_info(self, msg_id: str, payload: str) -> _Rules:
+        rules = self._info_rules.get(msg_id)  # a msg_id's content never changes (MSG_ID_REUSED)
         if rules is None:
-            rows = await tx.fetchall("SELECT game, decks, paytables, commission FROM tables WHERE table_id "
-                                     "= ?",
-                                     (table,))
-            rules = _Rules(*rows[0]) if rows else _Rules(None, None, None, None)
-            if rules.game:
-                self._rules[table] = rules
+            msg = decode_message(payload)
+            rules = _rules_of(msg) if isinstance(msg, TableInfo) else _Rules(None, None, None, None)
+            self._info_rules[msg_id] = rules
+            while len(self._info_rules) > 256:
+                self._info_rules.popitem(last=False)
         return rules
+
+    async def _rederive_edges(self, tx: Tx, table: str, epoch: str, info: TableInfo) -> None:
+        """The settlements an info stored late rules (after it in seq, before the next info of the
+        epoch the floor holds; a dropped info replayed after its shoe's settlements): their paytable and
+        house edge under it."""
+        nxt = await tx.fetchall("SELECT MIN(seq) FROM messages WHERE table_id = ? AND epoch = ? AND "
+                                "schema_name = 'tablesense.table_info' AND seq > ?", (table, epoch, info.seq))
+        upto = int(nxt[0][0]) if nxt and nxt[0][0] is not None else MAX_AMOUNT + 1
+        where = "table_id = ? AND epoch = ? AND seq > ? AND seq < ?"
+        span = (table, epoch, info.seq, upto)
+        rules = _rules_of(info)
+        for bet, hand in await tx.fetchall(f"SELECT DISTINCT bet, hand FROM settlements WHERE {where}", span):
+            edge = house_edge(rules.game, rules.decks, rules.paytables, rules.commission, str(bet), hand)
+            values = (rules.game, edge[0] if edge else None, _fraction_text(edge[1]) if edge else None)
+            set_ = "UPDATE settlements SET game = ?, paytable = ?, house_edge = ? WHERE "
+            if hand is None:
+                await tx.execute(f"{set_}{where} AND bet = ? AND hand IS NULL", (*values, *span, bet))
+            else:
+                await tx.execute(f"{set_}{where} AND bet = ? AND hand = ?", (*values, *span, bet, hand))
 
     async def _quarantine(self, tx: Tx, item: Incoming, reason: str, *, table: str | None = None,
                           msg_id: str | None = None, alarm: bool = True) -> Outcome:
