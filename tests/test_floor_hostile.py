@@ -218,6 +218,23 @@ async def test_a_status_the_database_cannot_hold_is_quarantined_not_retried_for_
     assert out == [("quarantined", "the database cannot store it: out of range (test)"), ("stored", "")]
 
 
+async def test_huge_figures_are_summed_exactly(db: Database) -> None:
+    """Before: SQLite's SUM stops at 2**63 with 'integer overflow': 1,100 wagers at the money bound
+    (2**53 - 1 minor units each, within a day's handle of a big table in a currency of small units) made
+    the report fail and the floor page keep its old figures for every table."""
+    m = 2**53 - 1
+    win = dict(stake=m, outcome="win", category="player_win", bet="player", odds="1 to 1", net=m)
+    loss = dict(stake=m, bet="player", net=-m)
+    out = await apply(db, *(item("settlements", settlement("t1", i, **(win if i % 2 else loss)))
+                            for i in range(1, 1101)))
+    assert {k for k, _ in out} == {"stored"}
+    [day] = await build_report(db, GamingDay(6, "UTC"))
+    assert (day.totals.handle, day.totals.player_net) == (1100 * m, 0)
+    assert [(w.bet, w.figures.handle) for w in day.wagers] == [("player", 1100 * m)]
+    model = await page_model(db, GamingDay(6, "UTC"), datetime(2026, 12, 1, 13, tzinfo=UTC))
+    assert model["tables"][0]["today"]["handle"] == "99079191802150901.00"
+
+
 # ------------------------------------------------------------------------------------ who a message is
 
 
