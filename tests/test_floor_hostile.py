@@ -390,7 +390,8 @@ async def test_a_replay_reply_declares_lost_only_what_was_asked(db: Database) ->
     broke PostgreSQL's BIGINT (the reply was retried for ever, jamming the consumer) and a wide range
     marked seqs never asked for (future holes) as lost, so they were never asked; an answer on another
     table's reply topic was taken for this table's; the daemon's list form 'seq 4..5, 7..7 no longer held'
-    was not read at all (asked again for ever, never SEQ_LOST)."""
+    was not read at all (asked again for ever, never SEQ_LOST); seqs the floor held inside a pruned range
+    (a ranged request names them too) were declared lost with the rest, an alarm never cleared."""
     await apply(db, item("status", status("t1", last_seq=20)),
                 *(item("alarms", alarm("t1", s)) for s in (1, 2, 3, 8, 9, 10, 20)))
     sent: list[ReplayRequest] = []
@@ -415,7 +416,11 @@ async def test_a_replay_reply_declares_lost_only_what_was_asked(db: Database) ->
     assert await count(db, "SELECT COUNT(*) FROM gaps WHERE state = 'pruned'") == 2
     await tracker.on_reply(cid, reply, "t1")
     pruned = await db.fetchall("SELECT from_seq, to_seq FROM gaps WHERE state = 'pruned' ORDER BY from_seq")
-    assert [(int(a), int(b)) for a, b in pruned] == [(4, 19), (7, 7)]  # cut to the 4..19 asked
+    # cut to the 4..19 asked, less the 8..10 the floor holds (a ranged request names held seqs too)
+    assert [(int(a), int(b)) for a, b in pruned] == [(4, 7), (7, 7), (11, 19)]
+    texts = [t for (t,) in await db.fetchall("SELECT text FROM floor_alarms WHERE code = 'SEQ_LOST' AND "
+                                             "state = 'raised' ORDER BY text")]
+    assert [t.split(" of ")[0] for t in texts] == ["seq 11..19", "seq 4..7", "seq 7..7"], texts
 
 
 @needs_broker

@@ -146,6 +146,18 @@ async def _lost_pending(tx: Tx, table: str, epoch: str) -> bool:
     return bool(int(rows[0][0]) or int(lost[0][0]))
 
 
+async def _missing(tx: Tx, table: str, epoch: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``ranges`` the floor does not hold: what a table's pruning lost is only what the
+    floor had not received (a ranged request also names seqs the floor holds)."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        held = [int(r[0]) for r in await tx.fetchall(
+            "SELECT seq FROM messages WHERE table_id = ? AND epoch = ? AND seq >= ? AND seq <= ? "
+            "ORDER BY seq", (table, epoch, lo, hi))]
+        out += holes(lo - 1, held, hi, [], True)[1]
+    return out
+
+
 def _at(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
@@ -357,10 +369,10 @@ class Tracker:
             log.warning("floor_replay_request_failed", table=r.table, error=f"{type(exc).__name__}: {exc}")
 
     async def on_reply(self, command_id: str, payload: bytes, table: str | None = None) -> None:
-        """Record the table's answer to a replay request; ranges it names as pruned (cut to the range
-        asked) become ``SEQ_LOST``. ``table``: the table whose reply topic it came on; an answer to a
-        request of another table's, to no request of this floor's, or larger than
-        :data:`MAX_REPLY_BYTES` is ignored (logged)."""
+        """Record the table's answer to a replay request; the seqs of ranges it names as pruned (cut to
+        the range asked) that the floor does not hold become ``SEQ_LOST``. ``table``: the table whose
+        reply topic it came on; an answer to a request of another table's, to no request of this
+        floor's, or larger than :data:`MAX_REPLY_BYTES` is ignored (logged)."""
         if len(payload) > MAX_REPLY_BYTES:
             log.warning("floor_replay_reply_ignored", table=table, command_id=command_id[:80],
                         reason=f"{len(payload)} bytes")
@@ -388,7 +400,7 @@ class Tracker:
             if not ok:
                 log.warning("floor_replay_refused", table=table, command_id=command_id, reason=reason)
                 return
-            for lo, hi in pruned_ranges(reason, asked):
+            for lo, hi in await _missing(tx, table, epoch, pruned_ranges(reason, asked)):
                 now_s = now_iso()
                 await tx.execute(
                     "INSERT INTO gaps (table_id, epoch, from_seq, to_seq, state, first_seen, requests, "
