@@ -8,6 +8,7 @@ PostgreSQL (a throwaway database) or SQLite."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 import subprocess
@@ -28,7 +29,7 @@ from tablesense.daemon.floor.consumer import FloorSettings
 from tablesense.daemon.floor.ingest import Incoming, Ingestor
 from tablesense.daemon.floor.migrations import migrate
 from tablesense.daemon.floor.service import FloorOptions, FloorService
-from tablesense.daemon.floor.store import Database, open_database
+from tablesense.daemon.floor.store import Database, DatabaseError, open_database
 from tablesense.daemon.floor.tracker import ReplayRequest, Tracker
 from tablesense.daemon.floor.web import page_model
 
@@ -442,3 +443,32 @@ async def test_a_malformed_reply_does_not_stop_the_floor(db_url: str, broker: Mo
         assert not service._tasks[0].done()
     finally:
         await service.stop()
+
+
+async def test_the_audit_leader_that_lost_its_database_session_steps_down(db_url: str) -> None:
+    """Before: the audit's leader was whoever once took the PostgreSQL advisory lock, for good. The lock
+    belongs to the database session: when that session went (the server restarted, a network cut, an
+    administrator's pg_terminate_backend) the process reconnected still believing it led, while another
+    process took the lock and led too: two processes asking every table for the same replays."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("the advisory lock is PostgreSQL's")
+    import psycopg
+
+    dbs = [open_database(db_url), open_database(db_url)]
+    await migrate(dbs[0])
+    one, two = (Tracker(d, None, f"floor-{i}") for i, d in enumerate(dbs, 1))
+    try:
+        await one.audit()
+        await two.audit()
+        assert (one.leader, two.leader) == (True, False)
+        (pid,) = (await dbs[0].fetchall("SELECT pg_backend_pid()"))[0]
+        async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as admin:
+            await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with contextlib.suppress(DatabaseError):
+            await one.audit()  # the statement on the dead session fails; the next pass reconnects
+        await two.audit()
+        await one.audit()
+        assert (one.leader, two.leader) == (False, True)
+    finally:
+        for d in dbs:
+            await d.close()

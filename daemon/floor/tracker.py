@@ -49,6 +49,7 @@ table gets at most 3 a second, well inside its command rate limit (``[mqtt] comm
 50, docs/mqtt.md), and the replays it serves one after the other stay few."""
 
 _WALK = 20_000
+_LEADER_LOCK = 0x666C6F72  # "flor": the PostgreSQL advisory lock (one bigint key) of the audit's leader
 _EPOCH_REPLACED = "journal epoch replaced"
 _RANGE_RE = re.compile(r"seq (\d+)\.\.(\d+) ")
 _PRUNED_RE = re.compile(r"seq ((?:\d+\.\.\d+, )*\d+\.\.\d+)(?: and \d+ more)? "
@@ -184,13 +185,26 @@ class Tracker:
         self.requests_sent = 0
 
     async def _lead(self) -> bool:
-        if self.leader:
-            return True
+        """Whether this process leads the audit: on PostgreSQL, whether its database session holds the
+        advisory lock now. The lock is the session's: a session that went (a server restart, a network
+        cut, pg_terminate_backend) took it with it, and another process may hold it since; checked at
+        every pass (before, a process that once led believed so for good, and two processes led)."""
         if self.db.dialect != "postgresql":
+            if not self.leader:
+                log.info("floor_audit_leader", consumer=self.consumer)
             self.leader = True
-        else:
-            rows = await self.db.fetchall("SELECT pg_try_advisory_lock(?)", (0x666C6F72,))  # "flor"
-            self.leader = bool(rows and rows[0][0])
+            return True
+        if self.leader:
+            rows = await self.db.fetchall(
+                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND "
+                "classid = 0 AND objid = ? AND objsubid = 1 AND granted", (_LEADER_LOCK,))
+            if rows and int(rows[0][0]):
+                return True
+            self.leader = False
+            log.warning("floor_audit_leader_lost", consumer=self.consumer,
+                        reason="the database session holding the lock ended")
+        rows = await self.db.fetchall("SELECT pg_try_advisory_lock(?)", (_LEADER_LOCK,))
+        self.leader = bool(rows and rows[0][0])
         if self.leader:
             log.info("floor_audit_leader", consumer=self.consumer)
         return self.leader
