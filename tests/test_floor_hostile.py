@@ -383,6 +383,18 @@ async def test_floor_alarms_of_a_table_that_never_stored_a_message_are_on_the_pa
     assert rows["t8"]["state"] == "unknown"
 
 
+async def test_the_page_model_carries_alarm_texts_cut_to_what_a_table_writes(db: Database) -> None:
+    """Before: a table's alarm text went into the page model whole: alarms of 200 KB (the table's own
+    topic; the broker lets 256 KiB through) made a model of megabytes, sent to every browser after every
+    batch, of which the page shows 80 characters."""
+    await apply(db, item("round", body("tablesense.round", "t1", 1, game="baccarat", phase="dealing")),
+                *(item("alarms", alarm("t1", s, alarm_id=f"1.{s}", severity="critical", text="x" * 200_000))
+                  for s in range(2, 12)))
+    model = await page_model(db, GamingDay(6, "UTC"))
+    assert len(model["tables"][0]["alarms"]) == 10
+    assert len(json.dumps(model)) < 10_000
+
+
 # ------------------------------------------------------------------------------------ replay replies
 
 

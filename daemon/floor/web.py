@@ -39,6 +39,9 @@ __all__ = ["FloorPage", "page_model", "start_floor_page"]
 log = get_logger(component="floor")
 STATIC = data_path("daemon", "floor", "static")  # package data (importlib.resources)
 _SEVERITY = {"critical": 0, "warning": 1, "info": 2}
+MAX_ALARM_TEXT = 400
+"""Characters of an alarm's text the page model carries (the page shows 80; a table's alarm text is at
+most a few hundred): every browser is sent the whole model after every batch."""
 
 
 async def page_model(db: Database, gaming_day: GamingDay, now: datetime | None = None) -> dict[str, Any]:
@@ -61,12 +64,12 @@ async def page_model(db: Database, gaming_day: GamingDay, now: datetime | None =
         if state != "raised" or (severity == "info" and not held):
             continue
         alarms.setdefault(str(table), []).append(
-            {"source": "table", "id": alarm_id, "code": code, "severity": severity, "text": text,
-             "held": bool(held), "ts": ts})
+            {"source": "table", "id": str(alarm_id)[:64], "code": str(code)[:64], "severity": severity,
+             "text": str(text)[:MAX_ALARM_TEXT], "held": bool(held), "ts": ts})
     for table, key, code, severity, text, raised_at in floor_rows:
         alarms.setdefault(str(table), []).append(
-            {"source": "floor", "id": key, "code": code, "severity": severity, "text": text, "held": False,
-             "ts": raised_at})
+            {"source": "floor", "id": key, "code": code, "severity": severity,
+             "text": str(text)[:MAX_ALARM_TEXT], "held": False, "ts": raised_at})
     out = []
     # a floor alarm about a table that never stored a message (all it sent was quarantined) has a row too
     seen = {str(r[0]) for r in tables}
