@@ -484,3 +484,26 @@ async def test_the_audit_leader_that_lost_its_database_session_steps_down(db_url
     finally:
         for d in dbs:
             await d.close()
+
+
+async def test_a_batch_of_many_tables_is_committed_with_its_notifications(db_url: str) -> None:
+    """Before: the PostgreSQL NOTIFY after a batch named every table it touched in one payload; 256
+    messages from 256 tables with ids of 40 characters (a floor of a few hundred tables after a
+    reconnect) made it longer than PostgreSQL's 8000 bytes, the batch's transaction failed and was
+    retried for ever: the floor stopped."""
+    from tablesense.daemon.floor.consumer import FloorConsumer, _notify_payloads
+
+    db = open_database(db_url)
+    await migrate(db)
+    consumer = FloorConsumer(FloorSettings("127.0.0.1", 1, client_id="floor-n"), db)
+    tables = [f"casino-east-wing-baccarat-table-{i:04d}-x" for i in range(256)]
+    try:
+        items = [item("alarms", alarm(t, 1)) for t in tables]
+        outcomes = await asyncio.wait_for(consumer._commit(items), 20)
+        assert {o.kind for o in outcomes} == {"stored"} and consumer.db_failures == 0
+        payloads = _notify_payloads(outcomes)
+        assert len(payloads) > 1 and all(len(p.encode()) < 8000 for p in payloads)
+        named = {t: r for p in payloads for t, r in json.loads(p)["tables"].items()}
+        assert named == {t: [[EPOCH, 1, 1]] for t in tables}
+    finally:
+        await db.close()

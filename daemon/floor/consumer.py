@@ -68,7 +68,8 @@ processes; their replays, ``replay/#``, are every process's own)."""
 
 NOTIFY_CHANNEL = "tablesense_floor"
 """PostgreSQL NOTIFY channel: after each committed batch, ``{"tables": {table: [[epoch, min seq, max seq],
-...]}, "at": iso}`` (the floor page and bench_floor listen)."""
+...]}, "at": iso}``, as several notifications when one would be too long (the floor page and bench_floor
+listen)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +318,8 @@ class FloorConsumer:
             async with self.db.transaction() as tx:
                 outcomes = await self.ingestor.apply(tx, items)
                 if tx.dialect == "postgresql":
-                    await tx.execute("SELECT pg_notify(?, ?)", (NOTIFY_CHANNEL, _notify_payload(outcomes)))
+                    for payload in _notify_payloads(outcomes):
+                        await tx.execute("SELECT pg_notify(?, ?)", (NOTIFY_CHANNEL, payload))
                 return outcomes
 
         outcomes: list[Outcome] = await self._retry_db(once)
@@ -333,7 +335,15 @@ class FloorConsumer:
         return outcomes
 
 
-def _notify_payload(outcomes: list[Outcome]) -> str:
+NOTIFY_MAX = 7900
+"""Bytes of one NOTIFY payload (PostgreSQL refuses 8000 and more: the batch's transaction fails)."""
+
+
+def _notify_payloads(outcomes: list[Outcome]) -> list[str]:
+    """The NOTIFY payloads of a committed batch (:data:`NOTIFY_CHANNEL`): the tables it touched, split
+    into as many payloads as keep each under :data:`NOTIFY_MAX` bytes (a batch of 256 messages from 256
+    tables with ids of 40 characters made one payload too long, and PostgreSQL failed the batch, retried
+    for ever)."""
     ranges: dict[str, dict[str, list[int]]] = {}
     for o in outcomes:
         if o.kind == "stored" and o.table and o.seq:
@@ -341,9 +351,20 @@ def _notify_payload(outcomes: list[Outcome]) -> str:
             r[0], r[1] = min(r[0], o.seq), max(r[1], o.seq)
         elif o.table:
             ranges.setdefault(o.table, {})
-    body = {"tables": {t: [[e, a, b] for e, (a, b) in v.items()] for t, v in ranges.items()}, "at": now_iso()}
-    text = json.dumps(body, separators=(",", ":"))
-    return text if len(text) < 7900 else json.dumps({"tables": {t: [] for t in ranges}, "at": body["at"]})
+    at = now_iso()
+    out: list[str] = []
+    part: dict[str, list[list[Any]]] = {}
+    size = 0
+    for table, v in ranges.items():
+        entry = [[e, a, b] for e, (a, b) in v.items()]
+        n = len(json.dumps({table: entry}, separators=(",", ":")))
+        if part and size + n > NOTIFY_MAX - 100:
+            out.append(json.dumps({"tables": part, "at": at}, separators=(",", ":")))
+            part, size = {}, 0
+        part[table] = entry if n < NOTIFY_MAX - 100 else []
+        size += n if n < NOTIFY_MAX - 100 else len(table) + 8
+    out.append(json.dumps({"tables": part, "at": at}, separators=(",", ":")))
+    return out
 
 
 def _json_field(payload: bytes, name: str) -> str:
