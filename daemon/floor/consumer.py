@@ -12,7 +12,10 @@ taken in batches (up to ``batch_max``, whatever has arrived), stored in ONE data
 the order the messages arrived (MQTT 5.0 §4.6). A crash or a lost connection before the commit leaves
 them unacknowledged: the broker sends them again on the next connection of this session, and a message
 already stored changes nothing (its ``msg_id`` is the primary key). A database that is down stops the
-consumer (nothing acknowledged) and the batch is retried with backoff until it commits.
+consumer (nothing acknowledged) and the batch is retried with backoff until it commits. A value the
+database cannot hold (:class:`~tablesense.daemon.floor.store.BadValue`) is never retried: the ingest
+quarantines its message, and should one get past it, the batch is stored one message at a time and the
+message that fails alone is quarantined.
 
 Subscriptions (``{p}`` the topic prefix): the table messages through the MQTT v5 shared subscription
 ``$share/{group}/{p}/+/{channel}`` for every journaled channel (several floor processes in one group
@@ -50,7 +53,7 @@ from paho.mqtt.properties import Properties
 
 from tablesense.daemon.floor.alarms import now_iso
 from tablesense.daemon.floor.ingest import Incoming, Ingestor, Outcome
-from tablesense.daemon.floor.store import Database, DatabaseError, DatabaseUnavailable
+from tablesense.daemon.floor.store import BadValue, Database, DatabaseError, DatabaseUnavailable
 from tablesense.daemon.floor.tracker import ReplayRequest, Tracker
 from tablesense.daemon.logging import get_logger
 from tablesense.daemon.mqtt import NODELAY
@@ -283,7 +286,10 @@ class FloorConsumer:
             tracker = self.tracker
             if tracker is not None and command_id:
                 table = str(m.topic)[len(self._reply_prefix):].partition("/")[0]
-                await self._retry_db(partial(tracker.on_reply, command_id, payload, table))
+                try:
+                    await self._retry_db(partial(tracker.on_reply, command_id, payload, table))
+                except BadValue as exc:  # an answer the database cannot hold: it only informs the audit
+                    log.warning("floor_replay_reply_ignored", table=table, error=str(exc))
         for m in batch:  # only now, after the commit, in the order they arrived
             if m.qos > 0:
                 client._client.ack(m.mid, m.qos)
@@ -303,6 +309,8 @@ class FloorConsumer:
                 return await fn()
             except DatabaseUnavailable as exc:
                 event, error = "floor_database_unavailable", str(exc)
+            except BadValue:  # the same statement fails again whenever it is retried
+                raise
             except DatabaseError as exc:  # e.g. a deadlock between two floor processes: retry the batch
                 event, error = "floor_batch_failed", str(exc)
             self.db_failures += 1
@@ -314,15 +322,33 @@ class FloorConsumer:
                 await wait_at_most(self._stopping.wait(), delay)
 
     async def _commit(self, items: list[Incoming]) -> list[Outcome]:
-        async def once() -> list[Outcome]:
+        async def once(part: list[Incoming]) -> list[Outcome]:
             async with self.db.transaction() as tx:
-                outcomes = await self.ingestor.apply(tx, items)
+                outcomes = await self.ingestor.apply(tx, part)
                 if tx.dialect == "postgresql":
                     for payload in _notify_payloads(outcomes):
                         await tx.execute("SELECT pg_notify(?, ?)", (NOTIFY_CHANNEL, payload))
                 return outcomes
 
-        outcomes: list[Outcome] = await self._retry_db(once)
+        async def quarantine(item: Incoming, reason: str) -> list[Outcome]:
+            async with self.db.transaction() as tx:
+                return [await self.ingestor.quarantine(tx, item, reason)]
+
+        outcomes: list[Outcome]
+        try:
+            outcomes = await self._retry_db(partial(once, items))
+        except BadValue as exc:
+            # A value the database cannot hold got past the ingest's own guards (a defect of ours): the
+            # batch is stored one message at a time, and the one that fails alone is quarantined, so that
+            # it cannot hold up the others for ever (retrying the same statement fails the same way).
+            log.error("floor_batch_bad_value", error=str(exc), messages=len(items))
+            outcomes = []
+            for item in items:
+                try:
+                    outcomes += await self._retry_db(partial(once, [item]))
+                except BadValue as one:
+                    outcomes += await self._retry_db(partial(quarantine, item,
+                                                             f"the database cannot store it: {one}"))
         self.batches += 1
         for o in outcomes:
             if o.kind == "stored":

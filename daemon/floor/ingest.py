@@ -610,6 +610,11 @@ class Ingestor:
             else:
                 await tx.execute(f"{set_}{where} AND bet = ? AND hand = ?", (*values, *span, bet, hand))
 
+    async def quarantine(self, tx: Tx, item: Incoming, reason: str) -> Outcome:
+        """Keep ``item`` in ``quarantine`` with ``reason`` (and raise the table's ``QUARANTINED`` floor
+        alarm); for a message the caller could not store otherwise."""
+        return await self._quarantine(tx, item, reason)
+
     async def _quarantine(self, tx: Tx, item: Incoming, reason: str, *, table: str | None = None,
                           msg_id: str | None = None, alarm: bool = True) -> Outcome:
         parts = split_topic(self.prefix, item.topic)

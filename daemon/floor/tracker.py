@@ -54,6 +54,7 @@ _EPOCH_REPLACED = "journal epoch replaced"
 _RANGE_RE = re.compile(r"seq (\d+)\.\.(\d+) ")
 _PRUNED_RE = re.compile(r"seq ((?:\d+\.\.\d+, )*\d+\.\.\d+)(?: and \d+ more)? "
                         r"no longer held")
+_COMMAND_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")  # the daemon's bound; this floor's are replay-{16 hex}
 _PAIR_RE = re.compile(r"(\d+)\.\.(\d+)")
 MAX_REPLY_BYTES = 4096
 """A reply larger than this is no answer of a table's (its reason is one line): ignored unread."""
@@ -387,9 +388,10 @@ class Tracker:
         the range asked) that the floor does not hold become ``SEQ_LOST``. ``table``: the table whose
         reply topic it came on; an answer to a request of another table's, to no request of this
         floor's, or larger than :data:`MAX_REPLY_BYTES` is ignored (logged)."""
-        if len(payload) > MAX_REPLY_BYTES:
-            log.warning("floor_replay_reply_ignored", table=table, command_id=command_id[:80],
-                        reason=f"{len(payload)} bytes")
+        if len(payload) > MAX_REPLY_BYTES or not _COMMAND_ID.fullmatch(command_id):
+            log.warning("floor_replay_reply_ignored", table=table, command_id=repr(command_id[:80]),
+                        reason=f"{len(payload)} bytes" if len(payload) > MAX_REPLY_BYTES else
+                        "not a command id of this floor's")
             return
         try:
             body = json.loads(payload)
@@ -401,7 +403,7 @@ class Tracker:
         reason = str(body.get("reason", ""))[:1000].replace("\x00", "\\x00")
         async with self.db.transaction() as tx:
             rows = await tx.fetchall("SELECT table_id, epoch, from_seq, to_seq FROM replay_requests WHERE "
-                                     "command_id = ?", (command_id[:200].replace("\x00", ""),))
+                                     "command_id = ?", (command_id,))
             if not rows or (table is not None and str(rows[0][0]) != table):
                 log.warning("floor_replay_reply_ignored", table=table, command_id=command_id[:80],
                             reason="no such request of this floor" if not rows else
