@@ -73,7 +73,7 @@ def messages() -> list[tuple[str, Message]]:
     ]
     for ts, rnd, void, wagers in rounds:
         for spot, bet, hand, stake, outcome, net, comm in wagers:
-            odds = "1 to 1" if outcome == "win" else None
+            odds = None if outcome != "win" else "25 to 1" if bet == "perfect_pairs" else "1 to 1"
             add("settlements", SettlementMessage(table="bac-30", ts=ts, shoe=1, round=rnd, spot=spot,
                                                  seat=spot,
                                                  bet=bet, hand=hand, stake=stake, outcome=outcome,

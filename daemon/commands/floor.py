@@ -112,6 +112,9 @@ def run_report(args: argparse.Namespace) -> int:
             day = date.fromisoformat(args.day)
         except ValueError:
             raise UsageError(f"floor report: --day {args.day!r} is not a date (YYYY-MM-DD)") from None
+        if not date(1969, 12, 31) <= day <= date(9000, 1, 1):  # the days of the times the floor stores
+            raise UsageError(f"floor report: --day {args.day!r} is outside 1969-12-31 .. 9000-01-01 (the "
+                             "gaming days of the times the floor stores)")
 
     async def go() -> Any:
         db = open_database(url)

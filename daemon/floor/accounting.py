@@ -166,6 +166,21 @@ class DayTable:
     shoes: list[ShoeBlock] = field(default_factory=list)
 
 
+_SPLIT = 1 << 32
+
+
+def _sum_sql(column: str) -> str:
+    """SQL summing ``column`` exactly in two parts (quotient and remainder by 2**32; both databases
+    truncate toward zero): SQLite's SUM of 64-bit integers stops with 'integer overflow' at 2**63, which
+    1,024 stakes of 2**53 - 1 (the money bound) reach; the parts do not overflow before 2**31 rows."""
+    return f"SUM({column} / {_SPLIT}), SUM({column} - {column} / {_SPLIT} * {_SPLIT})"  # no '%': psycopg
+
+
+def _summed(high: Any, low: Any) -> int:
+    """The exact sum from the two parts of :func:`_sum_sql` (``None``: no row)."""
+    return int(high or 0) * _SPLIT + int(low or 0)
+
+
 def _days_cte(days: list[tuple[date, str, str]]) -> tuple[str, list[Any]]:
     values = ", ".join("(?, ?, ?)" for _ in days)
     params: list[Any] = []
@@ -175,16 +190,23 @@ def _days_cte(days: list[tuple[date, str, str]]) -> tuple[str, list[Any]]:
 
 
 async def _day_list(db: Database, gd: GamingDay, day: date | None, table: str | None) -> list[date]:
+    """The gaming days that have a settlement or a floor record: ``[day]`` when given. Read from the
+    distinct UTC hours stored (an hour spans at most one gaming-day start), not as every day from the
+    first time to the last: one message stamped 1970 by a controller without a clock made that millions
+    of queries."""
     if day is not None:
         return [day]
     where, params = (" WHERE table_id = ?", [table]) if table else ("", [])
-    rows = await db.fetchall(f"SELECT MIN(ts), MAX(ts) FROM settlements{where}", params)
-    rows2 = await db.fetchall(f"SELECT MIN(ts), MAX(ts) FROM rounds{where}", params)
-    stamps = [str(t) for r in (*rows, *rows2) for t in r if t]
-    if not stamps:
-        return []
-    first, last = gd.of(min(stamps)), gd.of(max(stamps))
-    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+    rows = await db.fetchall(f"SELECT DISTINCT substr(ts, 1, 13) FROM settlements{where} UNION "
+                             f"SELECT DISTINCT substr(ts, 1, 13) FROM rounds{where}", params + params)
+    days: set[date] = set()
+    for (hour,) in rows:
+        try:
+            start = datetime.fromisoformat(f"{hour}:00:00+00:00")
+            days.update((gd.of(start), gd.of(start + timedelta(hours=1, microseconds=-1))))
+        except (ValueError, OverflowError):  # not a time the floor stores (ingest refuses them)
+            continue
+    return sorted(days)
 
 
 async def build_report(db: Database, gaming_day: GamingDay, day: date | None = None,
@@ -206,8 +228,8 @@ async def build_report(db: Database, gaming_day: GamingDay, day: date | None = N
         rows = await db.fetchall(
             cte + "SELECT d.day, s.table_id, s.shoe, s.bet, s.hand, s.paytable, s.house_edge, "
             "CASE WHEN s.outcome = 'void' THEN 1 ELSE 0 END AS voided, "
-            "COUNT(DISTINCT s.epoch || ':' || s.round), COUNT(*), SUM(s.stake), SUM(s.net), "
-            "SUM(s.commission) "
+            f"COUNT(DISTINCT s.epoch || ':' || s.round), COUNT(*), {_sum_sql('s.stake')}, "
+            f"{_sum_sql('s.net')}, {_sum_sql('s.commission')} "
             "FROM settlements s JOIN d ON s.ts >= d.lo AND s.ts < d.hi "
             f"WHERE 1 = 1{where} "
             "GROUP BY d.day, s.table_id, s.shoe, s.bet, s.hand, s.paytable, s.house_edge, "
@@ -219,8 +241,8 @@ async def build_report(db: Database, gaming_day: GamingDay, day: date | None = N
             f"WHERE 1 = 1{' AND r.table_id = ?' if table else ''} "
             "GROUP BY d.day, r.table_id, r.shoe, CASE WHEN r.void THEN 1 ELSE 0 END",
             params + ([table] if table else []))
-        for (d_text, tbl, shoe, bet, hand, paytable, edge_text, voided, n_rounds, n, stake, net,
-             commission) in rows:
+        for (d_text, tbl, shoe, bet, hand, paytable, edge_text, voided, n_rounds, n, *sums) in rows:
+            stake, net, commission = (_summed(sums[i], sums[i + 1]) for i in (0, 2, 4))
             key = (date.fromisoformat(str(d_text)), str(tbl))
             dt = out.get(key) or _new_day_table(key, info.get(str(tbl)))
             out[key] = dt

@@ -12,7 +12,10 @@ taken in batches (up to ``batch_max``, whatever has arrived), stored in ONE data
 the order the messages arrived (MQTT 5.0 §4.6). A crash or a lost connection before the commit leaves
 them unacknowledged: the broker sends them again on the next connection of this session, and a message
 already stored changes nothing (its ``msg_id`` is the primary key). A database that is down stops the
-consumer (nothing acknowledged) and the batch is retried with backoff until it commits.
+consumer (nothing acknowledged) and the batch is retried with backoff until it commits. A value the
+database cannot hold (:class:`~tablesense.daemon.floor.store.BadValue`) is never retried: the ingest
+quarantines its message, and should one get past it, the batch is stored one message at a time and the
+message that fails alone is quarantined.
 
 Subscriptions (``{p}`` the topic prefix): the table messages through the MQTT v5 shared subscription
 ``$share/{group}/{p}/+/{channel}`` for every journaled channel (several floor processes in one group
@@ -50,7 +53,7 @@ from paho.mqtt.properties import Properties
 
 from tablesense.daemon.floor.alarms import now_iso
 from tablesense.daemon.floor.ingest import Incoming, Ingestor, Outcome
-from tablesense.daemon.floor.store import Database, DatabaseError, DatabaseUnavailable
+from tablesense.daemon.floor.store import BadValue, Database, DatabaseError, DatabaseUnavailable
 from tablesense.daemon.floor.tracker import ReplayRequest, Tracker
 from tablesense.daemon.logging import get_logger
 from tablesense.daemon.mqtt import NODELAY
@@ -68,7 +71,8 @@ processes; their replays, ``replay/#``, are every process's own)."""
 
 NOTIFY_CHANNEL = "tablesense_floor"
 """PostgreSQL NOTIFY channel: after each committed batch, ``{"tables": {table: [[epoch, min seq, max seq],
-...]}, "at": iso}`` (the floor page and bench_floor listen)."""
+...]}, "at": iso}``, as several notifications when one would be too long (the floor page and bench_floor
+listen)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +218,8 @@ class FloorConsumer:
             except aiomqtt.MqttError as exc:
                 if not self._stopping.is_set():
                     log.warning("floor_mqtt_disconnected", error=str(exc))
+            except Exception as exc:  # a defect of ours must not end the floor's consumption for good
+                log.critical("floor_consumer_failed", error=f"{type(exc).__name__}: {exc}", exc_info=True)
             finally:
                 self.connected = False
                 self._client = None
@@ -279,7 +285,11 @@ class FloorConsumer:
             command_id = bytes(corr).decode(errors="replace") if corr else _json_field(payload, "command_id")
             tracker = self.tracker
             if tracker is not None and command_id:
-                await self._retry_db(partial(tracker.on_reply, command_id, payload))
+                table = str(m.topic)[len(self._reply_prefix):].partition("/")[0]
+                try:
+                    await self._retry_db(partial(tracker.on_reply, command_id, payload, table))
+                except BadValue as exc:  # an answer the database cannot hold: it only informs the audit
+                    log.warning("floor_replay_reply_ignored", table=table, error=str(exc))
         for m in batch:  # only now, after the commit, in the order they arrived
             if m.qos > 0:
                 client._client.ack(m.mid, m.qos)
@@ -299,6 +309,8 @@ class FloorConsumer:
                 return await fn()
             except DatabaseUnavailable as exc:
                 event, error = "floor_database_unavailable", str(exc)
+            except BadValue:  # the same statement fails again whenever it is retried
+                raise
             except DatabaseError as exc:  # e.g. a deadlock between two floor processes: retry the batch
                 event, error = "floor_batch_failed", str(exc)
             self.db_failures += 1
@@ -310,14 +322,33 @@ class FloorConsumer:
                 await wait_at_most(self._stopping.wait(), delay)
 
     async def _commit(self, items: list[Incoming]) -> list[Outcome]:
-        async def once() -> list[Outcome]:
+        async def once(part: list[Incoming]) -> list[Outcome]:
             async with self.db.transaction() as tx:
-                outcomes = await self.ingestor.apply(tx, items)
+                outcomes = await self.ingestor.apply(tx, part)
                 if tx.dialect == "postgresql":
-                    await tx.execute("SELECT pg_notify(?, ?)", (NOTIFY_CHANNEL, _notify_payload(outcomes)))
+                    for payload in _notify_payloads(outcomes):
+                        await tx.execute("SELECT pg_notify(?, ?)", (NOTIFY_CHANNEL, payload))
                 return outcomes
 
-        outcomes: list[Outcome] = await self._retry_db(once)
+        async def quarantine(item: Incoming, reason: str) -> list[Outcome]:
+            async with self.db.transaction() as tx:
+                return [await self.ingestor.quarantine(tx, item, reason)]
+
+        outcomes: list[Outcome]
+        try:
+            outcomes = await self._retry_db(partial(once, items))
+        except BadValue as exc:
+            # A value the database cannot hold got past the ingest's own guards (a defect of ours): the
+            # batch is stored one message at a time, and the one that fails alone is quarantined, so that
+            # it cannot hold up the others for ever (retrying the same statement fails the same way).
+            log.error("floor_batch_bad_value", error=str(exc), messages=len(items))
+            outcomes = []
+            for item in items:
+                try:
+                    outcomes += await self._retry_db(partial(once, [item]))
+                except BadValue as one:
+                    outcomes += await self._retry_db(partial(quarantine, item,
+                                                             f"the database cannot store it: {one}"))
         self.batches += 1
         for o in outcomes:
             if o.kind == "stored":
@@ -330,7 +361,15 @@ class FloorConsumer:
         return outcomes
 
 
-def _notify_payload(outcomes: list[Outcome]) -> str:
+NOTIFY_MAX = 7900
+"""Bytes of one NOTIFY payload (PostgreSQL refuses 8000 and more: the batch's transaction fails)."""
+
+
+def _notify_payloads(outcomes: list[Outcome]) -> list[str]:
+    """The NOTIFY payloads of a committed batch (:data:`NOTIFY_CHANNEL`): the tables it touched, split
+    into as many payloads as keep each under :data:`NOTIFY_MAX` bytes (a batch of 256 messages from 256
+    tables with ids of 40 characters made one payload too long, and PostgreSQL failed the batch, retried
+    for ever)."""
     ranges: dict[str, dict[str, list[int]]] = {}
     for o in outcomes:
         if o.kind == "stored" and o.table and o.seq:
@@ -338,15 +377,28 @@ def _notify_payload(outcomes: list[Outcome]) -> str:
             r[0], r[1] = min(r[0], o.seq), max(r[1], o.seq)
         elif o.table:
             ranges.setdefault(o.table, {})
-    body = {"tables": {t: [[e, a, b] for e, (a, b) in v.items()] for t, v in ranges.items()}, "at": now_iso()}
-    text = json.dumps(body, separators=(",", ":"))
-    return text if len(text) < 7900 else json.dumps({"tables": {t: [] for t in ranges}, "at": body["at"]})
+    at = now_iso()
+    out: list[str] = []
+    part: dict[str, list[list[Any]]] = {}
+    size = 0
+    for table, v in ranges.items():
+        entry = [[e, a, b] for e, (a, b) in v.items()]
+        n = len(json.dumps({table: entry}, separators=(",", ":")))
+        if part and size + n > NOTIFY_MAX - 100:
+            out.append(json.dumps({"tables": part, "at": at}, separators=(",", ":")))
+            part, size = {}, 0
+        part[table] = entry if n < NOTIFY_MAX - 100 else []
+        size += n if n < NOTIFY_MAX - 100 else len(table) + 8
+    out.append(json.dumps({"tables": part, "at": at}, separators=(",", ":")))
+    return out
 
 
 def _json_field(payload: bytes, name: str) -> str:
+    if len(payload) > 4096:  # no reply of a table's (docs/mqtt.md: one line)
+        return ""
     try:
         body = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):  # 2,000 brackets fit in 4 KiB
         return ""
     value = body.get(name) if isinstance(body, dict) else None
     return value if isinstance(value, str) else ""

@@ -13,6 +13,7 @@ import json
 from fractions import Fraction
 from functools import lru_cache
 
+from tablesense.daemon.config import RATE_TEXT
 from tablesense.daemon.rules.analysis import WagerAnalysis
 from tablesense.daemon.rules.games import get_game
 from tablesense.daemon.rules.money import CommissionRule
@@ -41,10 +42,13 @@ def house_edge(game: str | None, decks: int | None, paytables: str | None, commi
     ``paytables``: :func:`paytables_json` text; ``commission``: e.g. ``"5%"`` (baccarat) or ``None``.
     ``edge`` is the exact house edge per unit staked (a :class:`~fractions.Fraction`); ``paytable`` the
     analyser's name for the paytable in force (e.g. ``"A"``, ``"1 to 1 less 5% commission"``). ``None``
-    when the game, decks or wager is unknown or the rules cannot be built (never raises).
+    when the game, decks or wager is unknown, the commission is not a rate as a config writes it
+    (:data:`tablesense.daemon.config.RATE_TEXT`) or the rules cannot be built (never raises).
     """
     if not game or not decks:
         return None
+    if commission is not None and not RATE_TEXT.fullmatch(commission):
+        return None  # '1e999999999' would build a billion-digit integer (the floor hung)
     try:
         analyses = _analyses(game, int(decks), paytables or "{}", commission)
     except (ValueError, KeyError, TypeError, ZeroDivisionError):  # RulesError is a ValueError

@@ -11,11 +11,16 @@ Structs (:func:`tablesense.daemon.messages.decode_message`). Then, inside a save
   another ``msg_id`` for a ``(table, epoch, seq)`` the floor holds breaks the UNIQUE index and is
   quarantined (``SEQ_CONFLICT``);
 * the floor-record rows derived from it, each keyed by the message's ``msg_id`` so they are written once:
-  ``settlements`` (with the wager's paytable and exact house edge, :mod:`.edges`), ``rounds`` with their
+  ``settlements`` (with the wager's paytable and exact house edge, :mod:`.edges`, under the table info
+  before it in its epoch, which the database holds whichever process stored it), ``rounds`` with their
   ``wagers`` and ``commands`` (the floor record), ``alarms``;
-* a payload that is not a tablesense message of that topic (not JSON, wrong schema for the topic, a
-  ``table`` field naming another table, a bad timestamp, no ``msg_id``) goes to ``quarantine`` with the
-  reason (and a ``QUARANTINED`` floor alarm), never dropped silently.
+* a payload that is not a tablesense message of that topic (not JSON, wrong schema for the topic, a topic
+  level that is no table id, a ``table`` field naming another table, a bad timestamp, no ``msg_id`` or
+  one that is not its table's and seq's) or that no daemon writes (:func:`content_problem`: an integer
+  beyond +-(2**53 - 1), a NUL; an impossible settlement; a table info outside a config's bounds; a value
+  the database refuses, :class:`~tablesense.daemon.floor.store.BadValue`) goes to ``quarantine`` with
+  the reason (and a ``QUARANTINED`` floor alarm), never dropped silently, and the rest of the batch is
+  stored: one message never holds up the others.
 
 The rows every message of a table touches (``tables``, ``shoes``, ``seq_tracks``) are updated once per
 batch and table, in table order, after the messages: two floor processes sharing the load then lock them
@@ -36,6 +41,7 @@ import hashlib
 import json
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,9 +50,11 @@ from typing import Any
 
 import msgspec
 
+from tablesense.daemon.config import RATE_TEXT
 from tablesense.daemon.floor.alarms import now_iso, raise_floor_alarm
 from tablesense.daemon.floor.edges import house_edge, paytables_json
-from tablesense.daemon.floor.store import ConstraintViolation, Tx
+from tablesense.daemon.floor.store import BadValue, ConstraintViolation, DatabaseError, Tx
+from tablesense.daemon.logging import get_logger
 from tablesense.daemon.messages import (
     AlarmMessage,
     DeviceStatus,
@@ -59,9 +67,16 @@ from tablesense.daemon.messages import (
     TableInfo,
     decode_message,
 )
+from tablesense.daemon.rules.games import GAMES
+from tablesense.daemon.rules.money import MAX_AMOUNT, Odds, winnings
+from tablesense.daemon.rules.settlement import Bet, Hand
+from tablesense.daemon.rules.settlement import Outcome as WagerOutcome
+from tablesense.daemon.topics import TABLE_ID
 
-__all__ = ["CHANNEL_SCHEMAS", "Incoming", "Ingestor", "Outcome", "StatusFields", "msg_id_epoch",
-           "split_topic"]
+__all__ = ["CHANNEL_SCHEMAS", "Incoming", "Ingestor", "Outcome", "StatusFields", "content_problem",
+           "msg_id_epoch", "split_topic"]
+
+log = get_logger(component="floor")
 
 CHANNEL_SCHEMAS: dict[str, type[Message]] = {
     "round": RoundState,
@@ -78,7 +93,19 @@ CHANNEL_SCHEMAS: dict[str, type[Message]] = {
 MAX_PAYLOAD = 1 << 20
 """Largest payload the floor decodes (1 MiB; the daemon's largest, a floor record, is a few KiB)."""
 
-_EPOCH_RE = re.compile(r"^(?P<epoch>[0-9a-f]{8})-(?P<seq>[0-9]+)(?:-[0-9A-Za-z]+)?$")
+_EPOCH_RE = re.compile(r"^(?P<epoch>[0-9a-f]{8})-(?P<seq>[0-9]{1,16})(?:-[0-9A-Za-z]{1,32})?$")
+_EPOCH = re.compile(r"[0-9a-f]{8}")
+_UNSEQUENCED_ID = re.compile(r"[0-9A-Za-z_.-]{1,96}")  # after "{table}-": the daemon's seq 0 alarms
+_BETS = frozenset(b.value for b in Bet)
+_HANDS = frozenset(h.value for h in Hand)
+_OUTCOMES = frozenset(o.value for o in WagerOutcome)
+_CURRENCY = re.compile(r"[A-Z]{3}")
+
+EARLIEST_TS = "1970-01-01T00:00:00.000000Z"
+LATEST_TS = "9000-01-01T00:00:00.000000Z"
+"""A message time outside ``[EARLIEST_TS, LATEST_TS)`` is quarantined: it cannot be a table's clock
+(a controller without a clock starts at 1970), and the gaming day of the years 1 and 9999 overflows
+Python's dates (the report computes each day's bounds)."""
 
 
 class StatusFields(msgspec.Struct, kw_only=True, frozen=True):
@@ -149,8 +176,8 @@ def split_topic(prefix: str, topic: str) -> tuple[str, str, bool] | None:
 
 
 def msg_id_epoch(table: str, msg_id: str, seq: int) -> str | None:
-    """The journal epoch inside ``msg_id`` (``{table}-{epoch}-{seq}`` or ``...-{seq}-{random}``), when its
-    seq part equals ``seq``; else ``None``."""
+    """The journal epoch inside ``msg_id`` (``{table}-{epoch}-{seq}`` or ``...-{seq}-{random}``, the random
+    part at most 32 characters), when its seq part equals ``seq``; else ``None``."""
     if not msg_id.startswith(table + "-"):
         return None
     m = _EPOCH_RE.match(msg_id[len(table) + 1:])
@@ -163,12 +190,108 @@ def canonical_ts(text: str) -> str:
     """``text`` (ISO 8601 with a zone) as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC (sortable as text).
 
     Raises:
-        ValueError: not an ISO 8601 time with a zone.
+        ValueError: not an ISO 8601 time with a zone, or one outside 1970-01-01 .. 8999-12-31 UTC
+            (:data:`EARLIEST_TS`, :data:`LATEST_TS`; ``0001-01-01T00:00:00+01:00`` overflowed).
     """
     dt = datetime.fromisoformat(text)
     if dt.tzinfo is None:
         raise ValueError(f"time {text!r} has no zone")
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        out = dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except OverflowError:
+        out = ""
+    if not EARLIEST_TS <= out < LATEST_TS:
+        raise ValueError(f"time {text!r} is outside {EARLIEST_TS[:10]} .. 8999-12-31")
+    return out
+
+
+def content_problem(value: Any, path: str = "$") -> str | None:
+    """What makes a decoded message unstorable, or ``None``: an integer beyond +-(2**53 - 1) (no amount,
+    seq or number the daemon publishes is: :data:`~tablesense.daemon.rules.money.MAX_AMOUNT`; PostgreSQL's
+    BIGINT stops at 2**63 - 1) or a text with a NUL character (PostgreSQL text cannot hold one). ``value``:
+    :func:`msgspec.to_builtins` of the message; ``path`` names the place in the reason."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        if -MAX_AMOUNT <= value <= MAX_AMOUNT:
+            return None
+        return f"{path}: {value if value.bit_length() < 100 else f'a {value.bit_length()}-bit number'} is " \
+               "beyond +-(2**53 - 1)"
+    if isinstance(value, str):
+        return f"{path}: text with a NUL character (U+0000)" if "\x00" in value else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            problem = content_problem(k, f"{path} key") or content_problem(v, f"{path}.{str(k)[:40]}")
+            if problem is not None:
+                return problem
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            if (problem := content_problem(v, f"{path}[{i}]")) is not None:
+                return problem
+    return None
+
+
+def _settlement_problem(msg: SettlementMessage) -> str | None:
+    """A settlement the daemon cannot have made (tablesense.rules.settlement ``settle_as``): an unknown
+    bet, hand or outcome, a stake below 1 minor unit, or a net and commission that do not follow from the
+    stake, the outcome and the odds."""
+    if msg.bet not in _BETS:
+        return f"unknown bet {msg.bet[:64]!r}"
+    if msg.hand is not None and msg.hand not in _HANDS:
+        return f"unknown hand {msg.hand[:64]!r}"
+    if msg.outcome not in _OUTCOMES:
+        return f"unknown outcome {msg.outcome[:64]!r}"
+    if msg.stake < 1:
+        return f"stake {msg.stake}: a stake is at least 1 minor unit"
+    if msg.commission < 0:
+        return f"negative commission {msg.commission}"
+    if msg.outcome == WagerOutcome.WIN:
+        try:
+            won = winnings(msg.stake, Odds.parse(msg.odds or ""))
+        except ValueError as exc:
+            return f"a win without readable odds: {exc}"
+        if msg.commission > won or msg.net != won - msg.commission:
+            return (f"net {msg.net} and commission {msg.commission} of a win of stake {msg.stake} at "
+                    f"{msg.odds} (winnings {won}): the net must be the winnings less the commission")
+        return None
+    expected = -msg.stake if msg.outcome == WagerOutcome.LOSE else 0
+    if msg.net != expected or msg.commission:
+        return (f"net {msg.net} and commission {msg.commission} of a {msg.outcome} of stake {msg.stake}: "
+                f"expected net {expected} and no commission")
+    return None
+
+
+def _info_problem(msg: TableInfo) -> str | None:
+    """A table info outside what a table config may say (daemon/config.py): the figures are computed from
+    it (the game's exact analysis, the commission rate, the digits money is printed with)."""
+    if msg.game not in GAMES:
+        return f"unknown game {msg.game[:64]!r}"
+    if not 1 <= msg.decks <= 8:
+        return f"decks {msg.decks}: 1 to 8"
+    if not 0 <= msg.minor_unit <= 4:
+        return f"minor_unit {msg.minor_unit}: 0 to 4 digits"
+    if not _CURRENCY.fullmatch(msg.currency):
+        return f"currency {msg.currency[:64]!r} is not an ISO 4217 code"
+    if msg.commission is not None and not RATE_TEXT.fullmatch(msg.commission):
+        # Fraction('1e999999999') builds a billion-digit integer: the floor hung in the analysis
+        return f"commission {msg.commission[:64]!r} is not a rate such as '5%'"
+    return None
+
+
+def _msg_id_problem(table: str, msg: Message) -> str | None:
+    if msg.seq > 0:
+        if msg_id_epoch(table, msg.msg_id, msg.seq) is None:
+            return (f"msg_id {msg.msg_id[:120]!r} is not seq {msg.seq} of table {table!r} "
+                    "({table}-{epoch}-{seq}[-{random}])")
+        return None
+    if not msg.msg_id.startswith(table + "-") or not _UNSEQUENCED_ID.fullmatch(msg.msg_id[len(table) + 1:]):
+        return f"msg_id {msg.msg_id[:120]!r} is not one of table {table!r}"
+    return None
+
+
+def _text(value: str) -> str:
+    """``value`` storable as text in PostgreSQL (a NUL written as the escape ``\\x00``)."""
+    return value.replace("\x00", "\\x00")
 
 
 class _Reject(Exception):
@@ -199,7 +322,7 @@ class Ingestor:
     def __init__(self, prefix: str = "tablesense", consumer: str = "floor") -> None:
         self.prefix = prefix
         self.consumer = consumer
-        self._rules: dict[str, _Rules] = {}
+        self._info_rules: OrderedDict[str, _Rules] = OrderedDict()  # info msg_id -> its rules (LRU)
 
     async def apply(self, tx: Tx, items: Sequence[Incoming]) -> list[Outcome]:
         """Store ``items`` in ``tx`` (in order); returns one :class:`Outcome` per item.
@@ -216,10 +339,31 @@ class Ingestor:
                 out.append(await self._one(tx, item, deltas, statuses))
             except _Reject as exc:
                 out.append(await self._quarantine(tx, item, str(exc)))
+            except DatabaseError:
+                raise
+            except Exception as exc:  # a defect of ours: this message is kept for review, the rest go on
+                log.error("floor_message_failed", topic=item.topic[:200],
+                          error=f"{type(exc).__name__}: {exc}", exc_info=True)
+                out.append(await self._quarantine(tx, item, f"the floor failed on it: {type(exc).__name__}: "
+                                                            f"{exc}"))
         for table in sorted(deltas):
             await self._apply_delta(tx, table, deltas[table])
         for item, status in statuses:
-            await self._apply_status(tx, item, status)
+            try:
+                async with tx.savepoint():
+                    await self._apply_status(tx, item, status)
+            except BadValue as exc:  # this status only: the batch's messages are stored
+                reason = f"the database cannot store it: {exc}"
+            except DatabaseError:
+                raise
+            except Exception as exc:  # a defect of ours, as for a message
+                log.error("floor_message_failed", topic=item.topic[:200],
+                          error=f"{type(exc).__name__}: {exc}", exc_info=True)
+                reason = f"the floor failed on it: {type(exc).__name__}: {exc}"
+            else:
+                continue
+            i = next(i for i, o in enumerate(out) if o.kind == "status" and items[i] is item)
+            out[i] = await self._quarantine(tx, item, reason)
         return out
 
     # -- one message -------------------------------------------------------------------------------
@@ -232,6 +376,9 @@ class Ingestor:
         table, channel, replayed = parts
         if channel.startswith(("cmd/", "reply/")) or channel in ("cmd", "reply", "health"):
             return Outcome("ignored", table=table, reason=f"channel {channel} is not a table message")
+        if not TABLE_ID.fullmatch(table):
+            raise _Reject(f"topic level {table[:80]!r} is not a table id (1-64 letters, digits, '_', '-' or "
+                          "'.')")
         if len(item.payload) > MAX_PAYLOAD:
             raise _Reject(f"payload larger than {MAX_PAYLOAD} bytes ({len(item.payload)})")
         if channel == "status":
@@ -242,7 +389,12 @@ class Ingestor:
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise _Reject(f"not a tablesense.status: {exc}") from None
             if status.schema != "tablesense.status" or status.table != table:
-                raise _Reject(f"status of table {status.table!r} schema {status.schema!r} on {item.topic}")
+                raise _Reject(f"status of table {status.table[:80]!r} schema {status.schema[:80]!r} on "
+                              f"{item.topic}")
+            if (problem := content_problem(msgspec.to_builtins(status))) is not None:
+                raise _Reject(problem)
+            if status.epoch and not _EPOCH.fullmatch(status.epoch):
+                raise _Reject(f"status epoch {status.epoch[:80]!r} is not a journal epoch (8 hex digits)")
             statuses.append((item, status))
             deltas.setdefault(table, _TableDelta()).last_message_at = item.received_at
             return Outcome("status", table=table)
@@ -256,18 +408,25 @@ class Ingestor:
         if type(msg) is not expected:
             raise _Reject(f"{type(msg).__name__} on the {channel} topic (expects {expected.__name__})")
         if msg.table != table:
-            raise _Reject(f"message of table {msg.table!r} on a topic of table {table!r}")
+            raise _Reject(f"message of table {msg.table[:80]!r} on a topic of table {table!r}")
         if not msg.msg_id:
             raise _Reject("no msg_id")
         if msg.seq < 0:
             raise _Reject(f"negative seq {msg.seq}")
+        if (problem := content_problem(msgspec.to_builtins(msg))) is not None:
+            raise _Reject(problem)
+        if (problem := _msg_id_problem(table, msg)) is not None:
+            raise _Reject(problem)
+        if isinstance(msg, SettlementMessage) and (problem := _settlement_problem(msg)) is not None:
+            raise _Reject(f"settlement: {problem}")
+        if isinstance(msg, TableInfo) and (problem := _info_problem(msg)) is not None:
+            raise _Reject(f"table info: {problem}")
         try:
             ts = canonical_ts(msg.ts)
         except ValueError as exc:
             raise _Reject(f"ts: {exc}") from None
         epoch = msg_id_epoch(table, msg.msg_id, msg.seq) if msg.seq else ""
-        if epoch is None:
-            epoch = await self._current_epoch(tx, table)
+        assert epoch is not None  # _msg_id_problem
         sha = hashlib.sha256(item.payload).hexdigest()
         try:
             payload_text = item.payload.decode("utf-8")
@@ -286,6 +445,9 @@ class Ingestor:
                      self.consumer))
                 if n:
                     await self._derived(tx, msg, table, epoch, ts, item.payload)
+        except BadValue as exc:  # a value the database cannot hold (the savepoint rolled it back)
+            return await self._quarantine(tx, item, f"the database cannot store it: {exc}", table=table,
+                                          msg_id=msg.msg_id)
         except ConstraintViolation:
             rows = await tx.fetchall("SELECT msg_id FROM messages WHERE table_id = ? AND epoch = ? AND seq "
                                      "= ?",
@@ -318,19 +480,14 @@ class Ingestor:
             d.shoes[(epoch, msg.shoe)] = (min(lo, ts), max(hi, ts))
         if isinstance(msg, RoundState) and (d.round is None or (d.round[0], d.round[1]) < (epoch, msg.seq)):
             d.round = (epoch, msg.seq, msg.shoe, msg.round, msg.phase, msg.held)
-        if isinstance(msg, TableInfo):
-            d.info = (epoch, msg.seq, msg.msg_id, msg)
-            self._rules[table] = _rules_of(msg)
+        if isinstance(msg, TableInfo) and (d.info is None or (d.info[0], d.info[1]) < (epoch, msg.seq)):
+            d.info = (epoch, msg.seq, msg.msg_id, msg)  # the newest of the batch (a replayed one is older)
         return Outcome("stored", table, epoch, msg.seq, msg.msg_id)
-
-    async def _current_epoch(self, tx: Tx, table: str) -> str:
-        rows = await tx.fetchall("SELECT epoch FROM tables WHERE table_id = ?", (table,))
-        return str(rows[0][0]) if rows and rows[0][0] else ""
 
     async def _derived(self, tx: Tx, msg: Message, table: str, epoch: str, ts: str, raw: bytes) -> None:
         if isinstance(msg, SettlementMessage):
             changed = await self._changed_after_lock(tx, table, epoch, msg)
-            rules = await self._table_rules(tx, table)
+            rules = await self._rules_before(tx, table, epoch, msg.seq)
             edge = house_edge(rules.game, rules.decks, rules.paytables, rules.commission, msg.bet, msg.hand)
             await tx.execute(
                 "INSERT INTO settlements (msg_id, table_id, epoch, seq, shoe, round, ts, spot, seat, bet, "
@@ -380,6 +537,8 @@ class Ingestor:
                      json.dumps(c.args, sort_keys=True), c.operator, c.ok, c.reason))
             if chain.chain_seq is not None and chain.chain_head:
                 await self._chain_mark(tx, table, epoch, chain.chain_seq, chain.chain_head, msg.msg_id, ts)
+        elif isinstance(msg, TableInfo) and msg.seq > 0 and epoch:
+            await self._rederive_edges(tx, table, epoch, msg)
         elif isinstance(msg, AlarmMessage):
             await tx.execute(
                 "INSERT INTO alarms (msg_id, table_id, epoch, seq, shoe, round, ts, alarm_id, code, "
@@ -406,31 +565,73 @@ class Ingestor:
                 return True
         return False
 
-    async def _table_rules(self, tx: Tx, table: str) -> _Rules:
-        rules = self._rules.get(table)
+    async def _rules_before(self, tx: Tx, table: str, epoch: str, seq: int) -> _Rules:
+        """The rules in force at ``seq``: those of the table's info with the highest seq below it in the
+        same journal epoch (the database holds it, whichever floor process stored it, this batch's
+        included); without one, the latest the ``tables`` row keeps. Never a process's memory of the
+        table: another process of the share group may have stored the info that changed them."""
+        if seq > 0 and epoch:
+            rows = await tx.fetchall(
+                "SELECT msg_id, payload FROM messages WHERE table_id = ? AND epoch = ? AND schema_name = "
+                "'tablesense.table_info' AND seq > 0 AND seq < ? ORDER BY seq DESC LIMIT 1",
+                (table, epoch, seq))
+            if rows:
+                return self._rules_of_info(str(rows[0][0]), str(rows[0][1]))
+        rows = await tx.fetchall("SELECT game, decks, paytables, commission FROM tables WHERE table_id = ?",
+                                 (table,))
+        return _Rules(*rows[0]) if rows else _Rules(None, None, None, None)
+
+    def _rules_of_info(self, msg_id: str, payload: str) -> _Rules:
+        rules = self._info_rules.get(msg_id)  # a msg_id's content never changes (MSG_ID_REUSED)
         if rules is None:
-            rows = await tx.fetchall("SELECT game, decks, paytables, commission FROM tables WHERE table_id "
-                                     "= ?",
-                                     (table,))
-            rules = _Rules(*rows[0]) if rows else _Rules(None, None, None, None)
-            if rules.game:
-                self._rules[table] = rules
+            msg = decode_message(payload)
+            rules = _rules_of(msg) if isinstance(msg, TableInfo) else _Rules(None, None, None, None)
+            self._info_rules[msg_id] = rules
+            while len(self._info_rules) > 256:
+                self._info_rules.popitem(last=False)
         return rules
+
+    async def _rederive_edges(self, tx: Tx, table: str, epoch: str, info: TableInfo) -> None:
+        """The settlements an info stored late rules (after it in seq, before the next info of the
+        epoch the floor holds; a dropped info replayed after its shoe's settlements): their paytable and
+        house edge under it."""
+        nxt = await tx.fetchall("SELECT MIN(seq) FROM messages WHERE table_id = ? AND epoch = ? AND "
+                                "schema_name = 'tablesense.table_info' AND seq > ?", (table, epoch, info.seq))
+        upto = int(nxt[0][0]) if nxt and nxt[0][0] is not None else MAX_AMOUNT + 1
+        where = "table_id = ? AND epoch = ? AND seq > ? AND seq < ?"
+        span = (table, epoch, info.seq, upto)
+        rules = _rules_of(info)
+        for bet, hand in await tx.fetchall(f"SELECT DISTINCT bet, hand FROM settlements WHERE {where}", span):
+            edge = house_edge(rules.game, rules.decks, rules.paytables, rules.commission, str(bet), hand)
+            values = (rules.game, edge[0] if edge else None, _fraction_text(edge[1]) if edge else None)
+            set_ = "UPDATE settlements SET game = ?, paytable = ?, house_edge = ? WHERE "
+            if hand is None:
+                await tx.execute(f"{set_}{where} AND bet = ? AND hand IS NULL", (*values, *span, bet))
+            else:
+                await tx.execute(f"{set_}{where} AND bet = ? AND hand = ?", (*values, *span, bet, hand))
+
+    async def quarantine(self, tx: Tx, item: Incoming, reason: str) -> Outcome:
+        """Keep ``item`` in ``quarantine`` with ``reason`` (and raise the table's ``QUARANTINED`` floor
+        alarm); for a message the caller could not store otherwise."""
+        return await self._quarantine(tx, item, reason)
 
     async def _quarantine(self, tx: Tx, item: Incoming, reason: str, *, table: str | None = None,
                           msg_id: str | None = None, alarm: bool = True) -> Outcome:
         parts = split_topic(self.prefix, item.topic)
         table = table or (parts[0] if parts else None)
-        text = item.payload[:MAX_PAYLOAD].decode("utf-8", "backslashreplace")
+        if table is not None and not TABLE_ID.fullmatch(table):
+            table = None  # not a table id (the topic keeps it): never a key of an index
+        text = _text(item.payload[:MAX_PAYLOAD].decode("utf-8", "backslashreplace"))
+        reason = _text(reason)
         await tx.execute(
             "INSERT INTO quarantine (quarantine_id, received_at, topic, table_id, msg_id, reason, payload, "
             "consumer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (uuid.uuid4().hex, item.received_at, item.topic, table, msg_id, reason[:1000], text,
-             self.consumer))
+            (uuid.uuid4().hex, item.received_at, _text(item.topic), table,
+             None if msg_id is None else _text(msg_id[:200]), reason[:1000], text, self.consumer))
         if alarm:
             await raise_floor_alarm(tx, f"{table or '?'}:QUARANTINED", table or "?", "QUARANTINED",
-                                    f"a message on {item.topic[:200]} failed its schema and was quarantined: "
-                                    f"{reason[:300]}")
+                                    f"a message on {_text(item.topic[:200])} failed its schema and was "
+                                    f"quarantined: {reason[:300]}")
         return Outcome("quarantined", table=table, msg_id=msg_id, reason=reason)
 
     # -- per table, once per batch -------------------------------------------------------------------

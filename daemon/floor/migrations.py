@@ -253,9 +253,16 @@ _V2: tuple[str, ...] = (
     "DELETE FROM chain_marks WHERE substr(source, 1, 7) = 'status:'",
 )
 
+_V3: tuple[str, ...] = (
+    # a settlement takes the rules of the table info before it in its journal epoch
+    "CREATE INDEX messages_table_info ON messages (table_id, epoch, seq) WHERE schema_name = "
+    "'tablesense.table_info'",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "floor record, raw messages, quarantine, sequence audit", _V1),
     Migration(2, "chain marks from floor records only", _V2),
+    Migration(3, "table infos by seq", _V3),
 )
 """Every migration, in version order (append only: a released migration never changes)."""
 

@@ -12,7 +12,9 @@ raises. One transaction at a time per :class:`Database` (an asyncio lock); use a
 
 Errors: :class:`DatabaseUnavailable` (the server is gone or refused: retry later, nothing was committed),
 :class:`ConstraintViolation` (a UNIQUE/NOT NULL/CHECK constraint; inside a savepoint only that savepoint
-is rolled back), :class:`DatabaseError` (their base: anything else the database raised).
+is rolled back), :class:`BadValue` (a value the database cannot hold: an integer beyond 64 bits, a NUL in
+PostgreSQL text, a key too large for its index; the statement's fault, never the server's: retrying it
+fails again), :class:`DatabaseError` (their base: anything else the database raised).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 __all__ = [
+    "BadValue",
     "ConstraintViolation",
     "Database",
     "DatabaseError",
@@ -49,6 +52,11 @@ class DatabaseUnavailable(DatabaseError):
 
 class ConstraintViolation(DatabaseError):
     """A statement broke a constraint (e.g. a UNIQUE index)."""
+
+
+class BadValue(DatabaseError):
+    """A statement's value cannot be stored (out of range, a NUL in PostgreSQL text, too large for an
+    index): the same statement fails again whenever it is retried."""
 
 
 def redact_url(url: str) -> str:
@@ -142,6 +150,10 @@ async def _pg_errors() -> AsyncIterator[None]:
         yield
     except psycopg.errors.IntegrityError as exc:
         raise ConstraintViolation(_one_line(exc)) from exc
+    except (psycopg.DataError, psycopg.errors.ProgramLimitExceeded) as exc:
+        # ProgramLimitExceeded (class 54: an index row too large) is an OperationalError to psycopg,
+        # but the statement's fault: taken for a lost server, it was retried for ever
+        raise BadValue(_one_line(exc)) from exc
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
         raise DatabaseUnavailable(_one_line(exc)) from exc
     except psycopg.Error as exc:
@@ -257,6 +269,8 @@ class SqliteDatabase(Database):
             return await loop.run_in_executor(self._pool, fn, conn, *args)
         except sqlite3.IntegrityError as exc:
             raise ConstraintViolation(_one_line(exc)) from exc
+        except (OverflowError, sqlite3.DataError) as exc:  # an int beyond 64 bits, a string too big
+            raise BadValue(f"{self.path}: {_one_line(exc)}") from exc
         except sqlite3.OperationalError as exc:
             text = _one_line(exc)
             if "locked" in text or "unable to open" in text or "disk" in text:

@@ -49,9 +49,15 @@ table gets at most 3 a second, well inside its command rate limit (``[mqtt] comm
 50, docs/mqtt.md), and the replays it serves one after the other stay few."""
 
 _WALK = 20_000
+_LEADER_LOCK = 0x666C6F72  # "flor": the PostgreSQL advisory lock (one bigint key) of the audit's leader
 _EPOCH_REPLACED = "journal epoch replaced"
 _RANGE_RE = re.compile(r"seq (\d+)\.\.(\d+) ")
-_PRUNED_RE = re.compile(r"seq (\d+)\.\.(\d+) no longer held")
+_PRUNED_RE = re.compile(r"seq ((?:\d+\.\.\d+, )*\d+\.\.\d+)(?: and \d+ more)? "
+                        r"no longer held")
+_COMMAND_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")  # the daemon's bound; this floor's are replay-{16 hex}
+_PAIR_RE = re.compile(r"(\d+)\.\.(\d+)")
+MAX_REPLY_BYTES = 4096
+"""A reply larger than this is no answer of a table's (its reason is one line): ignored unread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +121,20 @@ def coalesce(due: list[tuple[int, int]], span: int = MAX_REPLAY_SPAN,
     return out
 
 
-def pruned_ranges(reason: str) -> list[tuple[int, int]]:
-    """The ``seq A..B no longer held (pruned)`` ranges named in a replay reply's reason."""
-    return [(int(a), int(b)) for a, b in _PRUNED_RE.findall(reason) if int(a) <= int(b)]
+def pruned_ranges(reason: str, within: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+    """The ranges a replay reply's reason names as pruned: ``seq A..B no longer held (pruned)``, or the
+    daemon's list ``seq A..B, C..D, E..F and 2 more no longer held (pruned)``. ``within``: the request's
+    ``(from, to)``; a range is cut to it (a reply cannot declare lost what was not asked), one outside
+    it is left out."""
+    out: list[tuple[int, int]] = []
+    for named in _PRUNED_RE.findall(reason):
+        for a, b in _PAIR_RE.findall(named):
+            lo, hi = int(a), int(b)
+            if within is not None:
+                lo, hi = max(lo, within[0]), min(hi, within[1])
+            if lo <= hi:
+                out.append((lo, hi))
+    return out
 
 
 async def _lost_pending(tx: Tx, table: str, epoch: str) -> bool:
@@ -129,6 +146,18 @@ async def _lost_pending(tx: Tx, table: str, epoch: str) -> bool:
     lost = await tx.fetchall("SELECT COUNT(*) FROM gaps WHERE table_id = ? AND epoch = ? AND state = 'lost' "
                              "AND detail = ?", (table, epoch, _EPOCH_REPLACED))
     return bool(int(rows[0][0]) or int(lost[0][0]))
+
+
+async def _missing(tx: Tx, table: str, epoch: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``ranges`` the floor does not hold: what a table's pruning lost is only what the
+    floor had not received (a ranged request also names seqs the floor holds)."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        held = [int(r[0]) for r in await tx.fetchall(
+            "SELECT seq FROM messages WHERE table_id = ? AND epoch = ? AND seq >= ? AND seq <= ? "
+            "ORDER BY seq", (table, epoch, lo, hi))]
+        out += holes(lo - 1, held, hi, [], True)[1]
+    return out
 
 
 def _at(text: str) -> datetime:
@@ -157,13 +186,26 @@ class Tracker:
         self.requests_sent = 0
 
     async def _lead(self) -> bool:
-        if self.leader:
-            return True
+        """Whether this process leads the audit: on PostgreSQL, whether its database session holds the
+        advisory lock now. The lock is the session's: a session that went (a server restart, a network
+        cut, pg_terminate_backend) took it with it, and another process may hold it since; checked at
+        every pass (before, a process that once led believed so for good, and two processes led)."""
         if self.db.dialect != "postgresql":
+            if not self.leader:
+                log.info("floor_audit_leader", consumer=self.consumer)
             self.leader = True
-        else:
-            rows = await self.db.fetchall("SELECT pg_try_advisory_lock(?)", (0x666C6F72,))  # "flor"
-            self.leader = bool(rows and rows[0][0])
+            return True
+        if self.leader:
+            rows = await self.db.fetchall(
+                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND "
+                "classid = 0 AND objid = ? AND objsubid = 1 AND granted", (_LEADER_LOCK,))
+            if rows and int(rows[0][0]):
+                return True
+            self.leader = False
+            log.warning("floor_audit_leader_lost", consumer=self.consumer,
+                        reason="the database session holding the lock ended")
+        rows = await self.db.fetchall("SELECT pg_try_advisory_lock(?)", (_LEADER_LOCK,))
+        self.leader = bool(rows and rows[0][0])
         if self.leader:
             log.info("floor_audit_leader", consumer=self.consumer)
         return self.leader
@@ -341,28 +383,40 @@ class Tracker:
         except Exception as exc:  # the next audit asks again (the gap stays open)
             log.warning("floor_replay_request_failed", table=r.table, error=f"{type(exc).__name__}: {exc}")
 
-    async def on_reply(self, command_id: str, payload: bytes) -> None:
-        """Record the table's answer to a replay request; ranges it names as pruned become ``SEQ_LOST``."""
+    async def on_reply(self, command_id: str, payload: bytes, table: str | None = None) -> None:
+        """Record the table's answer to a replay request; the seqs of ranges it names as pruned (cut to
+        the range asked) that the floor does not hold become ``SEQ_LOST``. ``table``: the table whose
+        reply topic it came on; an answer to a request of another table's, to no request of this
+        floor's, or larger than :data:`MAX_REPLY_BYTES` is ignored (logged)."""
+        if len(payload) > MAX_REPLY_BYTES or not _COMMAND_ID.fullmatch(command_id):
+            log.warning("floor_replay_reply_ignored", table=table, command_id=repr(command_id[:80]),
+                        reason=f"{len(payload)} bytes" if len(payload) > MAX_REPLY_BYTES else
+                        "not a command id of this floor's")
+            return
         try:
             body = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             body = {}
         if not isinstance(body, dict):
             body = {}
-        ok = bool(body.get("ok"))
-        reason = str(body.get("reason", ""))[:1000]
+        ok = body.get("ok") is True
+        reason = str(body.get("reason", ""))[:1000].replace("\x00", "\\x00")
         async with self.db.transaction() as tx:
-            rows = await tx.fetchall("SELECT table_id, epoch FROM replay_requests WHERE command_id = ?",
-                                     (command_id,))
-            if not rows:
+            rows = await tx.fetchall("SELECT table_id, epoch, from_seq, to_seq FROM replay_requests WHERE "
+                                     "command_id = ?", (command_id,))
+            if not rows or (table is not None and str(rows[0][0]) != table):
+                log.warning("floor_replay_reply_ignored", table=table, command_id=command_id[:80],
+                            reason="no such request of this floor" if not rows else
+                            f"the request was sent to {rows[0][0]}")
                 return
             table, epoch = str(rows[0][0]), str(rows[0][1])
+            asked = (int(rows[0][2]), int(rows[0][3]))
             await tx.execute("UPDATE replay_requests SET reply_ok = ?, reply_reason = ?, replied_at = ? "
                              "WHERE command_id = ?", (ok, reason, now_iso(), command_id))
             if not ok:
                 log.warning("floor_replay_refused", table=table, command_id=command_id, reason=reason)
                 return
-            for lo, hi in pruned_ranges(reason):
+            for lo, hi in await _missing(tx, table, epoch, pruned_ranges(reason, asked)):
                 now_s = now_iso()
                 await tx.execute(
                     "INSERT INTO gaps (table_id, epoch, from_seq, to_seq, state, first_seen, requests, "

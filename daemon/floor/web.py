@@ -39,6 +39,9 @@ __all__ = ["FloorPage", "page_model", "start_floor_page"]
 log = get_logger(component="floor")
 STATIC = data_path("daemon", "floor", "static")  # package data (importlib.resources)
 _SEVERITY = {"critical": 0, "warning": 1, "info": 2}
+MAX_ALARM_TEXT = 400
+"""Characters of an alarm's text the page model carries (the page shows 80; a table's alarm text is at
+most a few hundred): every browser is sent the whole model after every batch."""
 
 
 async def page_model(db: Database, gaming_day: GamingDay, now: datetime | None = None) -> dict[str, Any]:
@@ -61,13 +64,17 @@ async def page_model(db: Database, gaming_day: GamingDay, now: datetime | None =
         if state != "raised" or (severity == "info" and not held):
             continue
         alarms.setdefault(str(table), []).append(
-            {"source": "table", "id": alarm_id, "code": code, "severity": severity, "text": text,
-             "held": bool(held), "ts": ts})
+            {"source": "table", "id": str(alarm_id)[:64], "code": str(code)[:64], "severity": severity,
+             "text": str(text)[:MAX_ALARM_TEXT], "held": bool(held), "ts": ts})
     for table, key, code, severity, text, raised_at in floor_rows:
         alarms.setdefault(str(table), []).append(
-            {"source": "floor", "id": key, "code": code, "severity": severity, "text": text, "held": False,
-             "ts": raised_at})
+            {"source": "floor", "id": key, "code": code, "severity": severity,
+             "text": str(text)[:MAX_ALARM_TEXT], "held": False, "ts": raised_at})
     out = []
+    # a floor alarm about a table that never stored a message (all it sent was quarantined) has a row too
+    seen = {str(r[0]) for r in tables}
+    tables = [*tables, *((t, None, None, None, None, None, False, None, None, None, None, "")
+                         for t in sorted(set(alarms) - seen))]
     for (table, state, game, shoe, rnd, phase, held, last_at, currency, minor, epoch, detail) in tables:
         digits = int(minor) if minor is not None else 2
         f = today.get(str(table))
@@ -111,6 +118,9 @@ class FloorPage:
             model = await page_model(self.db, self.gaming_day)
         except DatabaseError as exc:
             log.warning("floor_page_refresh_failed", error=str(exc))
+            return
+        except Exception as exc:  # the page goes on with the model it has (and tries again)
+            log.error("floor_page_refresh_failed", error=f"{type(exc).__name__}: {exc}", exc_info=True)
             return
         stable = {k: v for k, v in model.items() if k != "updated_at"}
         old = {k: v for k, v in (self._model or {}).items() if k != "updated_at"}
