@@ -46,7 +46,7 @@ import structlog
 
 from tablesense.daemon.cli import UsageError
 from tablesense.daemon.commands.monitor import parse_broker
-from tablesense.drivers.waits import wait_at_most
+from tablesense.drivers.waits import cancel_and_wait, wait_at_most
 
 __all__ = ["CONFIG_NAME", "DIR_PREFIX", "GAMES", "MARKER", "STOP_SIGNALS", "DemoStopped", "register", "run",
            "run_demo", "sweep_stale_dirs"]
@@ -360,10 +360,8 @@ async def run_demo(game: str, rounds: int, seed: int, *, broker: tuple[str, int]
                 print(f"tablesense demo: stopping the floor service failed: {exc}", file=sys.stderr)
         if app is not None:
             app.stop()
-        for t in tasks:
-            if t.get_name() != "daemon":
-                t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        stuck = await cancel_and_wait([t for t in tasks if t.get_name() != "daemon"])
+        await asyncio.gather(*(t for t in tasks if t not in stuck), return_exceptions=True)
         if stop_signage is not None:
             await stop_signage()
         if metrics_server is not None:

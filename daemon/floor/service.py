@@ -19,7 +19,7 @@ from tablesense.daemon.floor.migrations import migrate
 from tablesense.daemon.floor.store import Database, DatabaseError, open_database
 from tablesense.daemon.floor.tracker import Tracker
 from tablesense.daemon.logging import get_logger
-from tablesense.drivers.waits import wait_at_most
+from tablesense.drivers.waits import cancel_and_wait, wait_at_most
 
 __all__ = ["FloorOptions", "FloorService"]
 
@@ -93,8 +93,11 @@ class FloorService:
         for t in self._tasks:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await wait_at_most(asyncio.shield(t), 10)
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        stuck = await cancel_and_wait(self._tasks)  # cancelled again if a library swallowed it
+        if stuck:
+            log.error("floor_tasks_stuck", tasks=sorted(t.get_name() for t in stuck),
+                      message="task(s) did not end within 10 s of being cancelled; left behind")
+        await asyncio.gather(*(t for t in self._tasks if t not in stuck), return_exceptions=True)
         if self._stop_page is not None:
             await self._stop_page()  # type: ignore[operator]
         await self.db.close()

@@ -25,7 +25,6 @@ HTTP routes:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 from collections.abc import Awaitable, Callable
@@ -41,7 +40,7 @@ from tablesense.daemon.logging import get_logger
 from tablesense.daemon.resources import data_path
 from tablesense.daemon.signage.view import SignageView
 from tablesense.drivers.backoff import Backoff
-from tablesense.drivers.waits import wait_at_most
+from tablesense.drivers.waits import cancel_and_wait, wait_at_most
 
 __all__ = ["SignageServer", "public_topics", "start_signage"]
 
@@ -183,10 +182,9 @@ class SignageServer:
     async def _on_shutdown(self, _app: web.Application) -> None:
         self._closing = True
         await self._notify()
-        if self._mqtt_task is not None:
-            self._mqtt_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._mqtt_task
+        if self._mqtt_task is not None and await cancel_and_wait([self._mqtt_task]):
+            log.error("signage_mqtt_task_stuck", table=self.table,
+                      message="the broker task did not end within 10 s of the shutdown; left behind")
 
     async def _index(self, _request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
