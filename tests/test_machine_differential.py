@@ -15,9 +15,11 @@ such sequences, which every game's fuzzing reaches; tests/test_adversarial_gap_*
 shoe's restart and a rejected card frame mid-deal began to stop the deal the same way, and when a card
 the shoe cannot hold that carries a gap began to raise the gap too and stop the deal at the lost frames
 first, and when the blackjack and UTH round-end button pressed while cards waited behind a held card
-began to take effect in its place among them (with each new rule off, the digests were the ones
-recorded before; tests/test_adversarial_restart_mid_deal.py, tests/test_adversarial_gap_order.py,
-tests/test_adversarial_round_end_held.py)."""
+began to take effect in its place among them, and when a no-more-bets pressed on a held round began to
+wait, with every later device frame, until the round is resolved (with each new rule off, the digests
+were the ones recorded before; tests/test_adversarial_restart_mid_deal.py,
+tests/test_adversarial_gap_order.py, tests/test_adversarial_round_end_held.py,
+tests/test_adversarial_nmb_held.py)."""
 
 from __future__ import annotations
 
@@ -49,10 +51,10 @@ def digest(pkg: str, game: str, sequences: int = SEQUENCES) -> str:
 
 
 GOLDEN = {
-'baccarat': 'f5961d9ae8f284aaa386be25f7bd3c5fa281f5a5390a6365abddd11722b04a76',
-    'ez-baccarat': 'f49525d8d12c4d3c856bcb8d6f8d8e3cd4e2a73758e94c21a2709dedfe7d2e6b',
-    'blackjack': 'aeaac6b44a027c60e4e328f67f63103f7c52c6aa64938d840b5405dfbecdca68',
-    'uth': '0b83afcbe81435945462b13734e491a0c372272e1c25c36ddefb9bfdfc2e388f',
+'baccarat': 'eb68837ddfee84b97b77d42be43bc272bea8bb008c78dac59eacc47b353b9afa',
+    'ez-baccarat': '51677b02ca84a9f8a0bfdfc07758c4ba36e25ecfe94b47b287603022e68dea7f',
+    'blackjack': 'ea9941c1f34df292be4bd2c508559e72c9243f856f8cd5842c3e9c8005d5cd0b',
+    'uth': '4902642e6ecc204bc539d986a6c0f28fac23a0c54ecce1c48d6eda3043166c12',
 }
 
 
