@@ -16,10 +16,11 @@ shoe's restart and a rejected card frame mid-deal began to stop the deal the sam
 the shoe cannot hold that carries a gap began to raise the gap too and stop the deal at the lost frames
 first, and when the blackjack and UTH round-end button pressed while cards waited behind a held card
 began to take effect in its place among them, and when a no-more-bets pressed on a held round began to
-wait, with every later device frame, until the round is resolved (with each new rule off, the digests
-were the ones recorded before; tests/test_adversarial_restart_mid_deal.py,
-tests/test_adversarial_gap_order.py, tests/test_adversarial_round_end_held.py,
-tests/test_adversarial_nmb_held.py)."""
+wait, with every later device frame, until the round is resolved, and when chips moved once the dealer
+has ended a held round began to wait for it too (with each new rule off, the digests were the ones
+recorded before; tests/test_adversarial_restart_mid_deal.py, tests/test_adversarial_gap_order.py,
+tests/test_adversarial_round_end_held.py, tests/test_adversarial_nmb_held.py,
+tests/test_adversarial_chips_after_held_round_end.py)."""
 
 from __future__ import annotations
 
@@ -51,10 +52,10 @@ def digest(pkg: str, game: str, sequences: int = SEQUENCES) -> str:
 
 
 GOLDEN = {
-'baccarat': 'eb68837ddfee84b97b77d42be43bc272bea8bb008c78dac59eacc47b353b9afa',
-    'ez-baccarat': '51677b02ca84a9f8a0bfdfc07758c4ba36e25ecfe94b47b287603022e68dea7f',
-    'blackjack': 'ea9941c1f34df292be4bd2c508559e72c9243f856f8cd5842c3e9c8005d5cd0b',
-    'uth': '4902642e6ecc204bc539d986a6c0f28fac23a0c54ecce1c48d6eda3043166c12',
+'baccarat': '6e96803c4c9d62ec53fc866436e7f28de9d2d2da5468804bc1e981b87917facb',
+    'ez-baccarat': '4d5c226e4530b131fd361c0b0fc6dc52b894f8e8e5b3b75bb051d88279afd6d0',
+    'blackjack': '2ab9293c29beb15bef903d1251484e8799f759ecc0680be5c0e4d2c9c149963b',
+    'uth': 'e235b30b4f3fcabd6b41271f43935ebedbd3c60b46141a849e819cdc69745088',
 }
 
 

@@ -10,9 +10,9 @@ Phases and transitions are tabulated in docs/state-machine.md. In short: ``burn`
 bet-pad snapshot) ``dealing`` -> [blackjack ``playing`` | UTH ``reveal``] -> ``complete`` -> next round;
 ``shoe_end`` after the cut card's last round. A held round (see :mod:`daemon.table.alarms`) settles
 nothing until released; a no-more-bets the dealer presses on it waits, with every later device frame,
-until it is resolved (:meth:`TableMachine._waits`). Per-game dealing: :mod:`daemon.table.baccarat_deal`,
-:mod:`daemon.table.blackjack_deal`, :mod:`daemon.table.uth_deal`; what is public:
-:mod:`daemon.table.barrier`.
+until it is resolved, and so do chips moved once the dealer has ended it (:meth:`TableMachine._waits`).
+Per-game dealing: :mod:`daemon.table.baccarat_deal`, :mod:`daemon.table.blackjack_deal`,
+:mod:`daemon.table.uth_deal`; what is public: :mod:`daemon.table.barrier`.
 
 Recovery: build ``TableMachine(config, shoe=N)`` with the number of the shoe in play, seed what it knew
 from before (:meth:`TableMachine.seed_pads`: the bet pads; :meth:`TableMachine.seed_devices`: each
@@ -144,9 +144,9 @@ _DEVICE_EVENT_TYPES: frozenset[type] = frozenset(get_args(DeviceEvent))
 _CARD_EVENTS = (CardDrawn, CardUnreadable)
 _SPOT_STATE: dict[StrEnum, str] = {m: m.value for m in SpotState}
 _MAX_WAITING = 4096
-"""Device frames that wait behind a no-more-bets the held round could not take yet (:meth:`TableMachine
-._waits`): beyond it a frame is not kept, and the frames left out are taken as lost (``SEQUENCE_GAP`` in
-their place when the wait ends): a dealer who deals many coups on a held round, or a device flooding
+"""Device frames that wait until the held round is resolved (:meth:`TableMachine._waits`): beyond it a
+frame is not kept, and the frames left out are taken as lost (``SEQUENCE_GAP`` in their place when the
+wait ends): a dealer who deals many coups on a held round, or a device flooding
 it, cannot grow the machine without bound."""
 _QUIET = (Heartbeat, DeviceIdentity, DeviceError)
 """Frames that change nothing of a round (unless they carry a sequence gap or a device restart): they
@@ -155,8 +155,9 @@ never wait."""
 
 @dataclass(slots=True)
 class _Waiting:
-    """Something of the devices that waits behind the dealer's no-more-bets pressed while the round in
-    play was held (:meth:`TableMachine._resume` applies it later, in order): a device frame (``frame``,
+    """Something of the devices that waits until the held round in play is resolved (behind the dealer's
+    no-more-bets pressed on it, or a chip moved once it is over: :meth:`TableMachine._waits`;
+    :meth:`TableMachine._resume` applies it later, in order): a device frame (``frame``,
     with what its arrival decided: a sequence gap, the frame before it, a restart), a rejected frame
     (``rejected``), the shoe's lost link (``watch``: compare its next card with its last one) or frames
     left out beyond :data:`_MAX_WAITING` (``lost``, ``last`` to ``seq``). ``ts``: when it arrived."""
@@ -276,8 +277,8 @@ class TableMachine:
         """When the frame being applied arrived: the input's time, or for a frame that waited behind the
         held round (:meth:`_resume`) its own, which the round record keeps (cards, spot changes, the lock)."""
         self._waiting: list[_Waiting] = []
-        """Device frames waiting, in order, behind a no-more-bets the held round in play could not take yet
-        (:meth:`_waits`, :meth:`_resume`)."""
+        """Device frames waiting, in order, until the held round in play is resolved (:meth:`_waits`,
+        :meth:`_resume`)."""
         self._waiting_nmb = False
         """A no-more-bets waits among :attr:`_waiting`: every later frame of the round waits behind it."""
         self._last_key: tuple[Any, ...] | None = None
@@ -584,7 +585,7 @@ class TableMachine:
             "activity": [self._activity_ts, self._stall_alarm],
             # only while a round-end button waits: a machine that never held one snapshots as before
             **({"round_end_at": self._end_at} if self._end_at is not None else {}),
-            # only while frames wait behind a no-more-bets the held round could not take yet
+            # only while device frames wait until the held round is resolved
             **({"waiting": [w.plain() for w in self._waiting]} if self._waiting else {}),
         }
 
@@ -1135,6 +1136,13 @@ class TableMachine:
             return False
         return bool(self._holds) or self._cards_wait(game)
 
+    def _round_over(self) -> bool:
+        """The held round in play is over for the dealer: its round-end (reveal) button was pressed (it
+        waits in its place, or applied and the round is held), or a baccarat coup has its last card."""
+        game = self._game
+        return (self._phase in _IN_PLAY and game is not None
+                and (self._end_at is not None or game.complete()))
+
     def _waits(self, ev: DeviceEvent, gap: bool, last: int | None, restart: bool) -> bool:
         """True when ``ev`` waits (kept in :attr:`_waiting`, applied by :meth:`_resume`): the dealer's
         no-more-bets while the round in play is held, or cards (or its round-end) wait in it, and the
@@ -1145,13 +1153,24 @@ class TableMachine:
         round's, and chips moved after the press are changes after the next round's lock (no wager made,
         increased or withdrawn after "no more bets": 58 Pa. Code § 631a.8(c)). They are all applied, in
         order, as they would have been had they come then, once the held round is resolved
-        (docs/state-machine.md, "Holds")."""
+        (docs/state-machine.md, "Holds").
+
+        So does a chip moved once the held round is over for the dealer (:meth:`_round_over`: its
+        round-end pressed, a baccarat coup's last card out), and every chip change after one that waits:
+        paid, collected or placed for the next coup, it is a change after the round, which clears the
+        table, not a past-post on it (if the round-end turns out not to apply when its turn comes, it is
+        then one, raised in order)."""
         if not self._waiting_nmb:
-            if not (isinstance(ev, DealerButton) and ev.button is Button.NO_MORE_BETS):
-                return False
             never = self._never_sends.get(ev.device)
             if never is not None and isinstance(ev, never):
-                return False  # not a button at all: WRONG_DEVICE now
+                return False  # not what it claims to be: WRONG_DEVICE now
+            if isinstance(ev, SpotChanged):
+                if not self._waiting and not (self._round_waits() and self._round_over()):
+                    return False
+                self._keep_waiting(_Waiting(self._at, "frame", ev.device, ev, gap, last, restart))
+                return True
+            if not (isinstance(ev, DealerButton) and ev.button is Button.NO_MORE_BETS):
+                return False
             game = self._game
             if game is None or not self._round_waits():
                 return False
@@ -1182,11 +1201,12 @@ class TableMachine:
 
     def _resume(self) -> None:
         """Once the held round is resolved (complete, voided, or in play with nothing holding it or waiting
-        in it), apply what waited behind the no-more-bets (:meth:`_waits`), in order, each as it would have
-        been applied had it come then (the round record keeps each frame's own time): the no-more-bets
-        ends the round (or, its cards not all out, is ``UNEXPECTED_BUTTON``), opens and locks the next one
-        with the bet pads as they were when it was pressed; the cards drawn after it are dealt into that
-        round. A no-more-bets among them that comes while that round is held waits again."""
+        in it), apply what waited (:meth:`_waits`), in order, each as it would have been applied had it
+        come then (the round record keeps each frame's own time): chips moved after the round are changes
+        between rounds; the no-more-bets ends the round (or, its cards not all out, is
+        ``UNEXPECTED_BUTTON``), opens and locks the next one with the bet pads as they were when it was
+        pressed; the cards drawn after it are dealt into that round. What comes while that round is held
+        waits again by the same rules."""
         while self._waiting and not self._round_waits():
             items, self._waiting, self._waiting_nmb = self._waiting, [], False
             for item in items:
