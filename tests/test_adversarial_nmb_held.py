@@ -296,3 +296,25 @@ def test_frames_beyond_the_bound_are_taken_as_lost() -> None:
     assert "not applied" in gaps[0].text
     assert d.machine.snapshot()["pads"]["B2"] == (True, 100 + _MAX_WAITING - 2)
     assert "waiting" not in d.machine.snapshot()
+
+
+def test_a_uth_no_more_bets_without_the_reveal_is_unexpected_as_on_a_round_not_held() -> None:
+    """A UTH round ends by its reveal only: a no-more-bets on it is UNEXPECTED_BUTTON and the next card
+    an extra card, held or not (this pins the waiting button to what the machine does unheld)."""
+    seen = []
+    for held in (False, True):
+        d = Driver(uth_config())
+        d.bet("A1", 1000)
+        d.bet("U1", 500)
+        d.button(Button.NO_MORE_BETS)
+        d.cards(["AH", "KH", "AD", "KD", "2H", "5S", "9D", "JC", "3S"])
+        if held:
+            d.feed(SpotChanged(SHOE, d.seq(SHOE), "A1", SpotState.PLACED, 5))  # wrong device: holds
+        d.button(Button.NO_MORE_BETS)
+        d.card("QH")
+        if held:
+            assert d.codes() == ["WRONG_DEVICE"]
+            assert d.command("ack_alarm", alarm_id=_alarm(d, "WRONG_DEVICE")).ok
+        seen.append(([c for c in d.codes() if c != "WRONG_DEVICE"], d.state.round, d.state.phase,
+                     d.state.cards))
+    assert seen[0] == seen[1] == (["UNEXPECTED_BUTTON", "EXTRA_CARD"], 1, "reveal", ())
