@@ -318,3 +318,50 @@ def test_a_uth_no_more_bets_without_the_reveal_is_unexpected_as_on_a_round_not_h
         seen.append(([c for c in d.codes() if c != "WRONG_DEVICE"], d.state.round, d.state.phase,
                      d.state.cards))
     assert seen[0] == seen[1] == (["UNEXPECTED_BUTTON", "EXTRA_CARD"], 1, "reveal", ())
+
+
+def test_a_new_shoe_behind_the_waiting_no_more_bets_ends_the_wait_and_is_its_own_replay_start() -> None:
+    """A held round, the next coup's no-more-bets and two of its cards wait; then a new shoe is loaded.
+    The new shoe never waits: the held round is voided in its place (a new shoe mid-round voids it), what
+    waited is applied in order (the next coup opens, locks and takes its cards, and is voided in turn by
+    the new shoe), then the new shoe starts. So the input that started the new shoe is the one that
+    loaded it, and a machine rebuilt from it (as after a restart: the journal replays from the input that
+    started a shoe) equals the original. Before, the new shoe waited too and was applied only when the
+    supervisor resolved the held round: that command became the shoe's start, and a rebuild from it
+    missed the new shoe's own frames."""
+    from tablesense.daemon.table import Channel, TableMachine
+    from tablesense.daemon.table.machine import Phase
+
+    d = _locked()
+    d.cards(["5H", "7C", "5D", "QS"])
+    d.feed(SpotChanged(SHOE, d.seq(SHOE), "B1", SpotState.PLACED, 5))  # wrong device: holds
+    d.button(Button.NO_MORE_BETS)
+    d.cards(["9H", "2C"])
+    loaded = len(d.inputs)
+    d.status(ShoeStatusKind.NEW_SHOE)
+    assert d.machine.snapshot()["shoe"] == 2 and "waiting" not in d.machine.snapshot()
+    assert d.machine.phase is not Phase.DEALING
+    voided = [r for r in d.results() if r.void]
+    assert [(r.shoe, r.round) for r in voided] == [(1, 1), (1, 2)]
+    d.bet("B1", 1000)
+    d.bet("PP1", 500)
+    d.button(Button.NO_MORE_BETS)
+    d.cards(["8H", "7D", "8D", "KC"])
+    original = TableMachine(d.config)
+    per_input = [original.handle(inp) for inp in d.inputs]  # no commands here
+    start = next(i for i, out in enumerate(per_input)
+                 if any(getattr(e.message, "shoe", None) == 2 for e in out))
+    assert start == loaded
+    machine = TableMachine(d.config, shoe=2)
+    machine.seed_pads([i.event for i in d.inputs[:start] if isinstance(i.event, SpotChanged)])
+    emits = [e for i, inp in enumerate(d.inputs[start:]) for e in machine.handle(inp) if i > 0]
+    mine, theirs = machine.snapshot(), d.machine.snapshot()
+    for key in ("phase", "shoe", "round", "remaining", "counts", "slots", "settled", "public", "record"):
+        assert mine[key] == theirs[key], key
+    keep = (Channel.SETTLEMENTS, Channel.RESULTS, Channel.FLOOR_ROUNDS, Channel.ALARMS)
+    after = [e for out in per_input[start + 1:] for e in out]
+    assert encode_all(e for e in emits if e.channel in keep) == encode_all(e for e in after
+                                                                         if e.channel in keep)
+    new_shoe = [(s.shoe, s.round, s.spot, s.net) for s in d.settlements() if s.shoe == 2]
+    assert new_shoe == [(2, 1, "PP1", 6000)]  # 8H 8D: a coloured pair, 12 to 1
+    _replays_alike(d)

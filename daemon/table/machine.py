@@ -1159,7 +1159,12 @@ class TableMachine:
         round-end pressed, a baccarat coup's last card out), and every chip change after one that waits:
         paid, collected or placed for the next coup, it is a change after the round, which clears the
         table, not a past-post on it (if the round-end turns out not to apply when its turn comes, it is
-        then one, raised in order)."""
+        then one, raised in order).
+
+        A new shoe never waits: it ends the wait first (:meth:`_end_wait_for_new_shoe`)."""
+        if self._waiting and isinstance(ev, ShoeStatus) and ev.kind is ShoeStatusKind.NEW_SHOE:
+            self._end_wait_for_new_shoe()
+            return False
         if not self._waiting_nmb:
             never = self._never_sends.get(ev.device)
             if never is not None and isinstance(ev, never):
@@ -1183,6 +1188,20 @@ class TableMachine:
             self._seed_card_reader(ev.device)  # it reads cards (what _role knows meanwhile)
         self._keep_waiting(_Waiting(self._at, "frame", ev.device, ev, gap, last, restart))
         return True
+
+    def _end_wait_for_new_shoe(self) -> None:
+        """A new shoe is loaded while frames wait behind the held round: the held round is voided in its
+        place (a new shoe mid-round voids the round in play, :meth:`_new_shoe`), what waited is applied in
+        order (:meth:`_resume`; a round it opens and that is held again is voided in turn), and then the
+        new shoe is applied by the caller. So the new shoe starts at the input that loaded it, never at a
+        later command that resolved the held round: the journal replays a shoe from the input that
+        started it (docs/journal.md), and the frames of the new shoe all come after that input."""
+        for _ in range(len(self._waiting) + 1):  # each pass applies at least what waited up to a hold
+            if not self._waiting:
+                return
+            if self._phase in _IN_PLAY:
+                self._void("new shoe loaded mid-round", "new shoe mid-round")
+            self._resume()
 
     def _keep_waiting(self, item: _Waiting) -> None:
         """Add ``item`` to :attr:`_waiting`; beyond :data:`_MAX_WAITING` a frame is left out and counted
