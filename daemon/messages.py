@@ -115,9 +115,22 @@ class CardRecord(msgspec.Struct, kw_only=True, frozen=True):
         card: the card, or ``None`` while unreadable and not yet entered by a supervisor.
         position: where it went (see :class:`PublicCard`), ``burn``, or ``None`` when it joined no hand.
         face_up: dealt face up (else face down: blackjack hole card, UTH hands and board).
-        status: ``dealt``, ``entered`` (by a supervisor, ``enter_card``), ``unreadable`` (still
-            unknown), ``set_aside`` (joined no hand: extra card, card not in the shoe, sequence gap),
-            ``burned``.
+        status: every value the round state machine writes:
+            ``dealt``: placed where the game's order puts it;
+            ``entered``: typed in by a supervisor (``enter_card``: an unreadable card, a card the
+            device lost, the real value of a misread one);
+            ``unreadable``: left the shoe unread and still unknown;
+            ``set_aside``: joined no hand (an extra card, a card the shoe cannot hold, a card carrying
+            a sequence gap, a re-read set aside by ``rescan``);
+            ``re_entered``: a set-aside card whose value a supervisor entered: the entered card, listed
+            as ``entered``, took its place (an unreadable one is counted out as that card);
+            ``queued``: drawn while an earlier card waited for the supervisor, not placed yet;
+            ``possible_rescan``: equal to the card read last before the shoe lost its link or
+            restarted, waiting for ``rescan``;
+            ``burned``: a burn card (every card in ``burns``, and in ``cards`` UTH's
+            ``burn_before_board`` burns).
+            A complete record has ``unreadable``, ``queued`` or ``possible_rescan`` cards only when the
+            round was voided before the supervisor resolved them.
         ts: ISO-8601 UTC time of the input.
         device: the device name, or ``None`` for a card entered by command.
         device_seq: the device's own sequence number, or ``None``.

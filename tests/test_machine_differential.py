@@ -15,9 +15,13 @@ such sequences, which every game's fuzzing reaches; tests/test_adversarial_gap_*
 shoe's restart and a rejected card frame mid-deal began to stop the deal the same way, and when a card
 the shoe cannot hold that carries a gap began to raise the gap too and stop the deal at the lost frames
 first, and when the blackjack and UTH round-end button pressed while cards waited behind a held card
-began to take effect in its place among them (with each new rule off, the digests were the ones
+began to take effect in its place among them, and when a no-more-bets pressed on a held round began to
+wait, with every later device frame, until the round is resolved, and when chips moved once the dealer
+has ended a held round began to wait for it too, and when a new shoe loaded while frames waited began
+to end the wait instead of waiting too (with each new rule off, the digests were the ones
 recorded before; tests/test_adversarial_restart_mid_deal.py, tests/test_adversarial_gap_order.py,
-tests/test_adversarial_round_end_held.py)."""
+tests/test_adversarial_round_end_held.py, tests/test_adversarial_nmb_held.py,
+tests/test_adversarial_chips_after_held_round_end.py)."""
 
 from __future__ import annotations
 
@@ -49,10 +53,10 @@ def digest(pkg: str, game: str, sequences: int = SEQUENCES) -> str:
 
 
 GOLDEN = {
-'baccarat': 'f5961d9ae8f284aaa386be25f7bd3c5fa281f5a5390a6365abddd11722b04a76',
-    'ez-baccarat': 'f49525d8d12c4d3c856bcb8d6f8d8e3cd4e2a73758e94c21a2709dedfe7d2e6b',
-    'blackjack': 'aeaac6b44a027c60e4e328f67f63103f7c52c6aa64938d840b5405dfbecdca68',
-    'uth': '0b83afcbe81435945462b13734e491a0c372272e1c25c36ddefb9bfdfc2e388f',
+'baccarat': '03a91d70c59d8dfd4dbc859dd5b69d6783a18f19dfb613e4d2345897a779408b',
+    'ez-baccarat': '814a899b60c6b8a058d8113304756730dbb6acb11f0a73bc7479132e2d77a5cc',
+    'blackjack': '514d14e57445af05a053945a25177643e0b7726904cde3b502e97e9ab1ce301b',
+    'uth': 'ec4163c2bfd80f0f61a025811db3980152602a138ef07db3b5797c6eb6849865',
 }
 
 

@@ -190,11 +190,17 @@ def irregular_digests(sequences: int) -> tuple[str, str]:
 
 
 IRREGULAR_GOLDEN = ("bf341a7485c321578403f6acc2e6e938628b52d9bbeb63646ea31ee17c7eed93",
-                    "0650624dba3e3145316885e346237667d954b6aac14639926db5e7a67bd039d2")
+                    "f9e00817ba98b05423d10d61e44d6cfc4da0efb8375d69d1842b55294c1cd7be")
 """Recorded again when the blackjack and UTH round-end button pressed while cards waited behind a held
 card began to take effect in its place among them (tests/test_adversarial_round_end_held.py): with that
 rule off the digest was the one recorded before (df2fe8b8...), and no input of the 400 sequences is
-rejected."""
+rejected; and again when a no-more-bets pressed on a held round began to wait, with every later device
+frame, until the round is resolved (tests/test_adversarial_nmb_held.py): with that rule off the digest
+was the one recorded before (0650624d...), and no input is rejected; and again when chips moved once the
+dealer has ended a held round began to wait for it too (tests/test_adversarial_chips_after_held_round_end.py):
+with that rule off it was 74b886fb..., and no input is rejected; and again when a new shoe loaded while
+frames waited began to end the wait (the held round voided in its place) instead of waiting too: with
+that rule off it was a99e4b71..., and no input is rejected."""
 
 
 def test_irregular_sequences_give_the_recorded_emits_and_states() -> None:

@@ -6,7 +6,8 @@ card; a second card to each box; the dealer's hole card (face down; not dealt on
 (Perfect Pairs rule sheet rule 8) by :func:`daemon.rules.blackjack.settle_blackjack`. Later cards
 (hits, doubles, splits, dealer draws) are kept for the floor record only and never made public. The
 round ends on the dealer's round-end button or the next no-more-bets (a round-end pressed while cards
-wait behind a held card takes effect in its place among them: :mod:`daemon.table.machine`).
+wait behind a held card takes effect in its place among them; a no-more-bets pressed on a held round
+waits, with the next coup's cards, until it is resolved: :mod:`daemon.table.machine`).
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ Phases and transitions are tabulated in docs/state-machine.md. In short: ``burn`
 -> ``betting`` -> (no-more-bets button, or the first card out of the shoe: wagers locked from the
 bet-pad snapshot) ``dealing`` -> [blackjack ``playing`` | UTH ``reveal``] -> ``complete`` -> next round;
 ``shoe_end`` after the cut card's last round. A held round (see :mod:`daemon.table.alarms`) settles
-nothing until released. Per-game dealing: :mod:`daemon.table.baccarat_deal`,
-:mod:`daemon.table.blackjack_deal`, :mod:`daemon.table.uth_deal`; what is public:
-:mod:`daemon.table.barrier`.
+nothing until released; a no-more-bets the dealer presses on it waits, with every later device frame,
+until it is resolved, and so do chips moved once the dealer has ended it (:meth:`TableMachine._waits`).
+Per-game dealing: :mod:`daemon.table.baccarat_deal`, :mod:`daemon.table.blackjack_deal`,
+:mod:`daemon.table.uth_deal`; what is public: :mod:`daemon.table.barrier`.
 
 Recovery: build ``TableMachine(config, shoe=N)`` with the number of the shoe in play, seed what it knew
 from before (:meth:`TableMachine.seed_pads`: the bet pads; :meth:`TableMachine.seed_devices`: each
@@ -25,6 +26,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, get_args
@@ -91,6 +93,7 @@ from tablesense.drivers.events import (
     DeviceEvent,
     DeviceIdentity,
     DeviceState,
+    Heartbeat,
     LinkState,
     ShoeStatus,
     ShoeStatusKind,
@@ -140,6 +143,39 @@ _DEVICE_EVENT_TYPES: frozenset[type] = frozenset(get_args(DeviceEvent))
 """The classes of :data:`~drivers.events.DeviceEvent`: an input of one of them is a device frame."""
 _CARD_EVENTS = (CardDrawn, CardUnreadable)
 _SPOT_STATE: dict[StrEnum, str] = {m: m.value for m in SpotState}
+_MAX_WAITING = 4096
+"""Device frames that wait until the held round is resolved (:meth:`TableMachine._waits`): beyond it a
+frame is not kept, and the frames left out are taken as lost (``SEQUENCE_GAP`` in their place when the
+wait ends): a dealer who deals many coups on a held round, or a device flooding
+it, cannot grow the machine without bound."""
+_QUIET = (Heartbeat, DeviceIdentity, DeviceError)
+"""Frames that change nothing of a round (unless they carry a sequence gap or a device restart): they
+never wait."""
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """Something of the devices that waits until the held round in play is resolved (behind the dealer's
+    no-more-bets pressed on it, or a chip moved once it is over: :meth:`TableMachine._waits`;
+    :meth:`TableMachine._resume` applies it later, in order): a device frame (``frame``,
+    with what its arrival decided: a sequence gap, the frame before it, a restart), a rejected frame
+    (``rejected``), the shoe's lost link (``watch``: compare its next card with its last one) or frames
+    left out beyond :data:`_MAX_WAITING` (``lost``, ``last`` to ``seq``). ``ts``: when it arrived."""
+
+    ts: str
+    kind: str
+    device: str
+    event: Any = None
+    gap: bool = False
+    last: int | None = None
+    restart: bool = False
+    seq: int | None = None
+
+    def plain(self) -> list[Any]:
+        """As plain data (:meth:`TableMachine.snapshot`)."""
+        name = type(self.event).__name__ if self.event is not None else None
+        return [self.ts, self.kind, self.device, name, getattr(self.event, "seq", self.seq), self.gap,
+                self.last, self.restart]
 
 
 class InputRejected(Exception):
@@ -237,6 +273,14 @@ class TableMachine:
         self._unknown_spots: dict[str, bool] = {}
         self._emits: list[Emit] = []
         self._ts = ""
+        self._at = ""
+        """When the frame being applied arrived: the input's time, or for a frame that waited behind the
+        held round (:meth:`_resume`) its own, which the round record keeps (cards, spot changes, the lock)."""
+        self._waiting: list[_Waiting] = []
+        """Device frames waiting, in order, until the held round in play is resolved (:meth:`_waits`,
+        :meth:`_resume`)."""
+        self._waiting_nmb = False
+        """A no-more-bets waits among :attr:`_waiting`: every later frame of the round waits behind it."""
         self._last_key: tuple[Any, ...] | None = None
         """What the round state last published was made of (:meth:`_state_key`)."""
         self._state: RoundState | None = None
@@ -295,9 +339,11 @@ class TableMachine:
         ev = inp.event
         if type(ev) in _DEVICE_EVENT_TYPES:  # most inputs: straight to them (the chain below is exact)
             self._emits = []
-            self._ts = inp.ts
+            self._ts = self._at = inp.ts
             try:
                 self._on_device_event(ev)  # type: ignore[arg-type]
+                if self._waiting:
+                    self._resume()
             except Exception as exc:
                 raise InputRejected(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
             return self._end()
@@ -323,6 +369,8 @@ class TableMachine:
                             f"commands were refused): {ev.error[:160]}", hold=False)
             else:
                 self._on_device_event(ev)
+            if self._waiting:
+                self._resume()
         except Exception as exc:
             raise InputRejected(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
         return self._end()
@@ -361,6 +409,8 @@ class TableMachine:
             if not self._cmd_logged:
                 self._keep(record.commands, self._command_record(cmd, reply))
             self._cmd = None
+            if self._waiting:  # the command may have resolved the held round: what waited behind it follows
+                self._resume()
             if cmd.command_id:
                 self._answers[cmd.command_id] = reply
                 while len(self._answers) > MAX_REMEMBERED_COMMANDS:
@@ -535,13 +585,15 @@ class TableMachine:
             "activity": [self._activity_ts, self._stall_alarm],
             # only while a round-end button waits: a machine that never held one snapshots as before
             **({"round_end_at": self._end_at} if self._end_at is not None else {}),
+            # only while device frames wait until the held round is resolved
+            **({"waiting": [w.plain() for w in self._waiting]} if self._waiting else {}),
         }
 
     # ------------------------------------------------------------------------------------ emitting
 
     def _begin(self, ts: str) -> None:
         self._emits = []
-        self._ts = ts
+        self._ts = self._at = ts
 
     def _end(self) -> list[Emit]:
         """The input's emits, and the public round state after it when anything of it but the time
@@ -711,7 +763,7 @@ class TableMachine:
 
     def _open_round(self) -> None:
         self._round_no += 1
-        record = RoundRecord(self._shoe.number, self._round_no, opened_ts=self._ts or None)
+        record = RoundRecord(self._shoe.number, self._round_no, opened_ts=self._at or None)
         if self._pending is not None:
             record.absorb(self._pending)
         self._pending = None
@@ -759,7 +811,7 @@ class TableMachine:
 
     def _lock(self) -> None:
         self._phase = Phase.DEALING
-        self._record.locked_ts = self._ts
+        self._record.locked_ts = self._at  # a no-more-bets that waited: when it was pressed
         self._activity_ts = self._ts
         wagers = self._pads.lock(self.config)
         for w in wagers:
@@ -923,7 +975,9 @@ class TableMachine:
             self._was_lost[ev.device] = True
         if ev.state is LinkState.DISCONNECTED and previous is not LinkState.DISCONNECTED:
             shoe_mid_round = self._role(ev.device) == "shoe" and self._phase in _IN_PLAY
-            if shoe_mid_round:  # the reader may report its last card again after the reconnect
+            if shoe_mid_round and self._waiting_nmb:  # its last card may be one that waits: compare there
+                self._keep_waiting(_Waiting(self._at, "watch", ev.device))
+            elif shoe_mid_round:  # the reader may report its last card again after the reconnect
                 self._watch_rescan(ev.device)
             self._alarm(AlarmCode.DEVICE_LOST, f"device {ev.device} disconnected"
                         + (": round held until it is back or voided" if shoe_mid_round else ""),
@@ -964,9 +1018,18 @@ class TableMachine:
     def _on_rejected(self, ev: RejectedInput) -> None:
         """An input whose application raised, journaled in its place: nothing of it is applied; the
         device frame counts as received (its resend is recognised, no gap follows)."""
+        before = self._dev_seq.get(ev.device) if ev.device is not None else None
         where = ""
         if self._note_rejected(ev):
             where = f" from device {str(ev.device)[:64]} (sequence {ev.seq})"
+            if self._waiting_nmb:  # a frame of the next coup: its place in the deal is there
+                assert ev.device is not None
+                self._keep_waiting(_Waiting(self._at, "rejected", ev.device, ev, last=before, seq=ev.seq))
+                return
+        self._rejected_alarm(ev, where)
+
+    def _rejected_alarm(self, ev: RejectedInput, where: str) -> None:
+        """The alarm part of :meth:`_on_rejected` (its bookkeeping is :meth:`_note_rejected`)."""
         error = ev.error.split(":", 1)[0][:60]  # the exception's type only: its text might name a card
         alarm_id = self._alarm(AlarmCode.INPUT_REJECTED, f"{ev.kind[:40]} input{where} rejected, not applied "
                                f"({error}); it is in the journal", device=ev.device)
@@ -987,7 +1050,8 @@ class TableMachine:
     def _new_session(self, ev: DeviceIdentity) -> bool:
         """Record an identity frame's session; ``True`` when it announces a restart (a session different
         from the last one seen): the device's old frames are forgotten, the identity frame is its only
-        one. The bookkeeping part of :meth:`_restart`, shared with :meth:`seed_devices`."""
+        one. The bookkeeping part of a restart (:meth:`_restarted` raises it), shared with
+        :meth:`seed_devices`."""
         known = self._sessions.get(ev.device)
         self._sessions[ev.device] = ev.session
         if known is None or known == ev.session:
@@ -996,11 +1060,10 @@ class TableMachine:
         self._remember(ev.device, ev.seq, ev)
         return True
 
-    def _restart(self, ev: DeviceIdentity) -> bool:
-        """A device identity frame: record its session; True when it announces a restart (a session
-        different from the last one seen): its old frames are forgotten and DEVICE_RESTARTED raised."""
-        if not self._new_session(ev):
-            return False
+    def _restarted(self, ev: DeviceIdentity) -> None:
+        """A device identity frame announced a restart (its bookkeeping, :meth:`_new_session`, is done):
+        DEVICE_RESTARTED raised; for the shoe, mid-round, its next card is compared with its last one
+        (a possible re-scan) and the deal stops where its unacknowledged frames may have been."""
         shoe = self._role(ev.device) == "shoe"
         if shoe and self._phase in _IN_PLAY:  # a restarted reader may report the card in its throat again
             self._watch_rescan(ev.device)
@@ -1010,18 +1073,31 @@ class TableMachine:
                                device=ev.device, hold=shoe)
         if shoe:  # its unacknowledged frames may have been cards of this deal
             self._deal_lost_place(ev.device, ev.seq, alarm_id)
-        return True
 
     def _on_device_event(self, ev: DeviceEvent) -> None:
+        """A device frame: its bookkeeping (the frames it may resend, its number, its session, a sequence
+        gap) now, then the frame itself, now or, behind a no-more-bets the held round could not take yet,
+        once that round is resolved (:meth:`_waits`)."""
         device, seq = ev.device, ev.seq
         self._remember(device, seq, ev)
         last = self._dev_seq.get(device)
         self._dev_seq[device] = seq
-        if isinstance(ev, DeviceIdentity) and self._restart(ev):
+        restart = isinstance(ev, DeviceIdentity) and self._new_session(ev)
+        if restart:
             self._was_lost.pop(device, None)
             last = None  # numbered afresh: no gap
         restarted = self._was_lost.pop(device, False) and seq <= 1 and self._phase not in _IN_PLAY
         gap = last is not None and seq != (last + 1) % SEQ_MODULUS and not restarted  # 99999 -> 0: no gap
+        if not self._waits(ev, gap, last, restart):
+            self._apply_frame(ev, gap, last, restart)
+
+    def _apply_frame(self, ev: DeviceEvent, gap: bool, last: int | None, restart: bool) -> None:
+        """Apply a device frame whose arrival was noted (:meth:`_on_device_event`): ``gap`` it carried a
+        sequence gap after ``last``; ``restart`` it announced a device restart."""
+        device, seq = ev.device, ev.seq
+        if restart:
+            assert isinstance(ev, DeviceIdentity)
+            self._restarted(ev)
         if gap and not isinstance(ev, _CARD_EVENTS):  # frames of the shoe may have been cards: its gap
             hold = self._role(device) == "shoe"      # holds, between rounds too
             alarm_id = self._alarm(AlarmCode.SEQUENCE_GAP, f"device {device}: sequence {last} then {seq}",
@@ -1046,6 +1122,142 @@ class TableMachine:
                         device=ev.device, subject=ev.code[:40])
         self._advance()
         self._check_exhausted(device)
+
+    def _cards_wait(self, game: GameRound) -> bool:
+        """Cards drawn (or the round-end button pressed) wait in the round in play for the supervisor:
+        queued, a possible re-scan, where the deal stops, an unreadable card, a round-end in its place."""
+        return bool(self._queue or self._aside is not None or self._suspect is not None
+                    or self._end_at is not None or game.unresolved() is not None)
+
+    def _round_waits(self) -> bool:
+        """The round in play cannot end now: it is held, or cards (or its round-end) wait in it."""
+        game = self._game
+        if self._phase not in _IN_PLAY or game is None:
+            return False
+        return bool(self._holds) or self._cards_wait(game)
+
+    def _round_over(self) -> bool:
+        """The held round in play is over for the dealer: its round-end (reveal) button was pressed (it
+        waits in its place, or applied and the round is held), or a baccarat coup has its last card."""
+        game = self._game
+        return (self._phase in _IN_PLAY and game is not None
+                and (self._end_at is not None or game.complete()))
+
+    def _waits(self, ev: DeviceEvent, gap: bool, last: int | None, restart: bool) -> bool:
+        """True when ``ev`` waits (kept in :attr:`_waiting`, applied by :meth:`_resume`): the dealer's
+        no-more-bets while the round in play is held, or cards (or its round-end) wait in it, and the
+        round's cards are all out or some of them wait (else it applies now: ``UNEXPECTED_BUTTON`` mid-deal
+        as always); and, behind such a no-more-bets, every later frame of a device but those that change
+        nothing (a heartbeat, an identity or an error frame without a gap or a restart). The dealer, who
+        does not see the hold, has closed the next coup's betting and deals it: its cards are not the held
+        round's, and chips moved after the press are changes after the next round's lock (no wager made,
+        increased or withdrawn after "no more bets": 58 Pa. Code § 631a.8(c)). They are all applied, in
+        order, as they would have been had they come then, once the held round is resolved
+        (docs/state-machine.md, "Holds").
+
+        So does a chip moved once the held round is over for the dealer (:meth:`_round_over`: its
+        round-end pressed, a baccarat coup's last card out), and every chip change after one that waits:
+        paid, collected or placed for the next coup, it is a change after the round, which clears the
+        table, not a past-post on it (if the round-end turns out not to apply when its turn comes, it is
+        then one, raised in order).
+
+        A new shoe never waits: it ends the wait first (:meth:`_end_wait_for_new_shoe`)."""
+        if self._waiting and isinstance(ev, ShoeStatus) and ev.kind is ShoeStatusKind.NEW_SHOE:
+            self._end_wait_for_new_shoe()
+            return False
+        if not self._waiting_nmb:
+            never = self._never_sends.get(ev.device)
+            if never is not None and isinstance(ev, never):
+                return False  # not what it claims to be: WRONG_DEVICE now
+            if isinstance(ev, SpotChanged):
+                if not self._waiting and not (self._round_waits() and self._round_over()):
+                    return False
+                self._keep_waiting(_Waiting(self._at, "frame", ev.device, ev, gap, last, restart))
+                return True
+            if not (isinstance(ev, DealerButton) and ev.button is Button.NO_MORE_BETS):
+                return False
+            game = self._game
+            if game is None or not self._round_waits():
+                return False
+            if not (game.initial_deal_done or self._cards_wait(game)):
+                return False  # mid-deal with nothing waiting: it does not apply, held or not
+            self._waiting_nmb = True
+        elif isinstance(ev, _QUIET) and not gap and not restart:
+            return False
+        if isinstance(ev, _CARD_EVENTS) or (isinstance(ev, ShoeStatus) and ev.kind is ShoeStatusKind.BURN):
+            self._seed_card_reader(ev.device)  # it reads cards (what _role knows meanwhile)
+        self._keep_waiting(_Waiting(self._at, "frame", ev.device, ev, gap, last, restart))
+        return True
+
+    def _end_wait_for_new_shoe(self) -> None:
+        """A new shoe is loaded while frames wait behind the held round: the held round is voided in its
+        place (a new shoe mid-round voids the round in play, :meth:`_new_shoe`), what waited is applied in
+        order (:meth:`_resume`; a round it opens and that is held again is voided in turn), and then the
+        new shoe is applied by the caller. So the new shoe starts at the input that loaded it, never at a
+        later command that resolved the held round: the journal replays a shoe from the input that
+        started it (docs/journal.md), and the frames of the new shoe all come after that input."""
+        for _ in range(len(self._waiting) + 1):  # each pass applies at least what waited up to a hold
+            if not self._waiting:
+                return
+            if self._phase in _IN_PLAY:
+                self._void("new shoe loaded mid-round", "new shoe mid-round")
+            self._resume()
+
+    def _keep_waiting(self, item: _Waiting) -> None:
+        """Add ``item`` to :attr:`_waiting`; beyond :data:`_MAX_WAITING` a frame is left out and counted
+        as lost: one ``lost`` item per device stands for all it left out (``last`` to ``seq``)."""
+        if len(self._waiting) < _MAX_WAITING:
+            self._waiting.append(item)
+            return
+        if item.kind == "watch":
+            return
+        seq = item.seq if item.event is None or item.kind == "rejected" else item.event.seq
+        for w in self._waiting[_MAX_WAITING:]:
+            if w.kind == "lost" and w.device == item.device:
+                w.seq = seq
+                return
+        self._waiting.append(_Waiting(item.ts, "lost", item.device, last=item.last, seq=seq))
+
+    def _resume(self) -> None:
+        """Once the held round is resolved (complete, voided, or in play with nothing holding it or waiting
+        in it), apply what waited (:meth:`_waits`), in order, each as it would have been applied had it
+        come then (the round record keeps each frame's own time): chips moved after the round are changes
+        between rounds; the no-more-bets ends the round (or, its cards not all out, is
+        ``UNEXPECTED_BUTTON``), opens and locks the next one with the bet pads as they were when it was
+        pressed; the cards drawn after it are dealt into that round. What comes while that round is held
+        waits again by the same rules."""
+        while self._waiting and not self._round_waits():
+            items, self._waiting, self._waiting_nmb = self._waiting, [], False
+            for item in items:
+                self._at = item.ts
+                try:
+                    self._apply_waiting(item)
+                finally:
+                    self._at = self._ts
+
+    def _apply_waiting(self, item: _Waiting) -> None:
+        """Apply one item that waited (:meth:`_resume`), unless it must wait again."""
+        if item.kind == "frame":
+            ev = item.event
+            if not self._waits(ev, item.gap, item.last, item.restart):
+                self._apply_frame(ev, item.gap, item.last, item.restart)
+            return
+        if self._waiting_nmb:  # behind a no-more-bets that waits again
+            self._keep_waiting(item)
+        elif item.kind == "watch":
+            if self._role(item.device) == "shoe" and self._phase in _IN_PLAY:
+                self._watch_rescan(item.device)
+        elif item.kind == "rejected":
+            ev = item.event
+            self._rejected_alarm(ev, f" from device {str(ev.device)[:64]} (sequence {ev.seq})")
+        else:  # "lost": frames left out beyond the bound
+            hold = self._role(item.device) == "shoe"
+            text = (f"device {item.device}: sequence {item.last} then {item.seq}: the frames between were "
+                    f"not applied (more than {_MAX_WAITING} waited behind the held round)")
+            alarm_id = self._alarm(AlarmCode.SEQUENCE_GAP, text, device=item.device, hold=hold)
+            if hold:
+                self._deal_lost_place(item.device, item.seq, alarm_id)
+            self._advance()
 
     def _wrong_device(self, ev: DeviceEvent) -> bool:
         """True (WRONG_DEVICE raised, the round held, nothing of ``ev`` applied) when ``ev`` is an event
@@ -1100,7 +1312,7 @@ class TableMachine:
                 self._stall_alarm = None
         watched = self._rescan_watch.pop(device, None)
         record = self._rec()
-        entry = record.new_card(card, self._ts, device, seq)
+        entry = record.new_card(card, self._at, device, seq)
         if (watched is not None and watched == (self._round_no, card) and not gap
                 and self._phase in _IN_PLAY and self._suspect is None):
             entry.status = "possible_rescan"  # not taken from the shoe until a supervisor keeps it
@@ -1191,7 +1403,7 @@ class TableMachine:
         deal."""
         if self._phase is Phase.DEALING:
             at = self._record.next_index if index is None else index
-            self._set_aside_mid_deal(CardEntry(at, None, self._ts, device, seq, status="gap",
+            self._set_aside_mid_deal(CardEntry(at, None, self._at, device, seq, status="gap",
                                                alarm_id=alarm_id))
 
     def _reach_aside(self, entry: CardEntry) -> None:
@@ -1275,7 +1487,7 @@ class TableMachine:
     def _burn(self, card: Card | None, device: str | None, seq: int | None) -> None:
         """One start-of-shoe burn card."""
         face_up = self._shoe.awaiting_exposed
-        entry = self._rec().new_burn(card, self._ts, device, seq, face_up=face_up and card is not None)
+        entry = self._rec().new_burn(card, self._at, device, seq, face_up=face_up and card is not None)
         code = self._shoe.take(card) if card is not None else self._shoe.take_unknown()
         if code is not None:
             entry.alarm_id = self._alarm(AlarmCode.BURN, "a burn card the shoe cannot hold", device=device)
@@ -1309,7 +1521,7 @@ class TableMachine:
         if differs and phase is Phase.COMPLETE:
             self._cleared = True  # chips paid, collected or placed: the completed round was cleared
         self._keep(self._rec().spot_changes, SpotChangeRecord(
-            ts=self._ts, device=ev.device, device_seq=ev.seq, spot=ev.spot, state=_SPOT_STATE[ev.state],
+            ts=self._at, device=ev.device, device_seq=ev.seq, spot=ev.spot, state=_SPOT_STATE[ev.state],
             amount=ev.amount, after_lock=changed))
         if changed:
             self._changed[ev.spot] = True
@@ -1369,7 +1581,7 @@ class TableMachine:
             game = self._game
             if (self._phase in _IN_PLAY and game is not None and game.unresolved() is None and not self._queue
                     and (game.next_position() or ("",))[0] == BURN):
-                entry = self._record.new_card(ev.card, self._ts, ev.device, ev.seq)
+                entry = self._record.new_card(ev.card, self._at, ev.device, ev.seq)
                 code = self._shoe.take(ev.card) if ev.card is not None else self._shoe.take_unknown()
                 entry.taken = code is None
                 self._place(entry)
