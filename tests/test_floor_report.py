@@ -258,3 +258,13 @@ async def test_settlements_paid_before_a_round_was_voided_stay_in_the_figures(tm
     assert (t.void_wagers, t.void_stake) == (1, 1000)  # only the Player bet returned
     [line] = [w for w in dt.wagers if w.bet == "perfect_pairs"]
     assert (line.figures.rounds, line.figures.handle, line.figures.player_net) == (1, 1000, pp.net)
+
+
+def test_a_broker_port_of_zero_is_one_line_not_a_retry_for_ever(tmp_path: Path) -> None:
+    """Port 0 picks a port to listen on; as the broker to connect to, the floor and signage retried for
+    ever against it. Now one line, exit 2, before anything runs."""
+    for args in (["floor", "--broker", "127.0.0.1:0", "--database", f"sqlite:///{tmp_path}/f.sqlite"],
+                 ["signage", "--broker", "127.0.0.1:0", "--table", "T1"]):
+        r = subprocess.run([TABLESENSE, *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "the port must be a number 1-65535" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr

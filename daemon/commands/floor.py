@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     from tablesense.daemon.floor.store import DatabaseError
     from tablesense.daemon.logging import configure
     from tablesense.daemon.mqtt import CredentialsError
-    from tablesense.daemon.netaddr import parse_hostport
+    from tablesense.daemon.netaddr import parse_hostport, parse_peer
     from tablesense.daemon.topics import option_problem
 
     if not args.broker:
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     url = _database(args.database)
     gd = _gaming_day(args)
     try:
-        host, port = parse_hostport(args.broker, DEFAULT_TLS_PORT if uses_tls(args) else 1883)
+        host, port = parse_peer(args.broker, DEFAULT_TLS_PORT if uses_tls(args) else 1883)
         if args.http:
             parse_hostport(args.http, 8090)
     except ValueError as exc:

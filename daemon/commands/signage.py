@@ -36,7 +36,7 @@ from tablesense.daemon.cli import UsageError
 from tablesense.daemon.config import ConfigError, load_config
 from tablesense.daemon.logging import bind_table, configure
 from tablesense.daemon.mqtt import CredentialsError
-from tablesense.daemon.netaddr import parse_hostport
+from tablesense.daemon.netaddr import parse_hostport, parse_peer
 from tablesense.daemon.signage.info import table_info
 from tablesense.daemon.signage.server import start_signage
 from tablesense.daemon.topics import option_problem
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):  # until the event loop's handlers replace these
         signal.signal(sig, early_stop)
     try:
-        broker = parse_hostport(args.broker, DEFAULT_TLS_PORT if uses_tls(args) else 1883)
+        broker = parse_peer(args.broker, DEFAULT_TLS_PORT if uses_tls(args) else 1883)
         parse_hostport(args.listen, 8080)
     except ValueError as exc:
         raise UsageError(f"signage: {exc}") from None
