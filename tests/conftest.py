@@ -49,6 +49,19 @@ def _journal_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ[CREDENTIALS_ENV] = saved
 
 
+@pytest.fixture(params=["postgresql", "sqlite"])
+async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh floor database URL, once on PostgreSQL (``floor_support.pg_url``: a throwaway database) and
+    once on SQLite (a file in ``tmp_path``). A test module may define its own ``db_url``."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'floor.sqlite'}"
+        return
+    from floor_support import pg_url
+
+    async with pg_url() as url:
+        yield url
+
+
 @pytest.fixture
 async def rigs(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Rig]]]:
     """A factory of fault-scenario worlds (:func:`faults.harness.make_rig` keyword arguments), each closed

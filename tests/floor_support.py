@@ -3,7 +3,8 @@ batch contract (status birth fields, ``cmd/replay`` by seq) on a real broker, an
 proxy that makes chosen messages vanish between the broker and the floor.
 
 * :func:`pg_url` creates a database ``floor_test_<random>`` on the machine's PostgreSQL (127.0.0.1:5432,
-  trust auth, user postgres) and drops it afterwards.
+  trust auth, user postgres) and drops it afterwards (the ``db_url`` fixture of tests/conftest.py gives
+  each test such a database and an SQLite file in turn).
 * :class:`ContractTable` publishes like ``tablesense run`` does (journaled messages with a table-wide
   ``seq`` and a stable ``msg_id`` ``{table}-{epoch}-{seq}-{random}``, the retained status with ``epoch``,
   ``last_seq``, ``chain_seq``, ``chain_head``, ``instance``), built from the daemon's own message Structs and

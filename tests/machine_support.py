@@ -287,3 +287,24 @@ def encode_all(emits: Iterable[Emit]) -> list[tuple[str, str | None, bool, int, 
 
 __all__ = ["PADS", "SHOE", "Driver", "Message", "baccarat_config", "blackjack_config", "card_tokens",
            "encode_all", "public_payloads", "uth_config"]
+
+
+def blackjack_locked() -> Driver:
+    """A new blackjack shoe, box 1 with its blackjack (1000) and Perfect Pairs (500) wagers, no more bets
+    pressed: the start of the held-round tests (tests/test_adversarial_*_held*.py)."""
+    d = Driver(blackjack_config())
+    d.status(ShoeStatusKind.NEW_SHOE)
+    d.bet("B1", 1000)
+    d.bet("PP1", 500)
+    d.button(Button.NO_MORE_BETS)
+    return d
+
+
+def leaked(d: Driver, *cards: str) -> list[bytes]:
+    """The public payloads among ``d``'s emits that name any of ``cards`` (face-down cards: must be none)."""
+    return [p for p in public_payloads(d.emits) if card_tokens(p) & set(cards)]
+
+
+def raised_alarm(d: Driver, code: str) -> str:
+    """The id of the last raised alarm of ``code`` (for ``ack_alarm``)."""
+    return [a.alarm_id for a in d.alarms() if a.code == code and a.state == "raised"][-1]

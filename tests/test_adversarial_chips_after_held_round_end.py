@@ -12,22 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from machine_support import SHOE, Driver, baccarat_config, blackjack_config, card_tokens, public_payloads
+from machine_support import SHOE, Driver, baccarat_config, card_tokens, public_payloads
+from machine_support import blackjack_locked as _locked
 
 from tablesense.daemon.table import replay
-from tablesense.drivers.events import Button, ShoeStatusKind, SpotChanged, SpotState
+from tablesense.drivers.events import Button, SpotChanged, SpotState
 
 R1 = {"shoe": "1", "round": "1"}
-
-
-def _locked() -> Driver:
-    """Blackjack, box 1 with its blackjack (1000) and Perfect Pairs (500) wagers, no more bets."""
-    d = Driver(blackjack_config())
-    d.status(ShoeStatusKind.NEW_SHOE)
-    d.bet("B1", 1000)
-    d.bet("PP1", 500)
-    d.button(Button.NO_MORE_BETS)
-    return d
 
 
 def _pay_and_bet(d: Driver) -> None:

@@ -22,36 +22,18 @@ from machine_support import (
     SHOE,
     Driver,
     baccarat_config,
-    blackjack_config,
-    card_tokens,
     encode_all,
-    public_payloads,
     uth_config,
 )
+from machine_support import blackjack_locked as _locked
+from machine_support import leaked as _leaked
+from machine_support import raised_alarm as _alarm
 
 from tablesense.daemon.table import Emit, replay
 from tablesense.daemon.table.machine import _MAX_WAITING
 from tablesense.drivers.events import Button, LinkState, ShoeStatusKind, SpotChanged, SpotState
 
 R1 = {"shoe": "1", "round": "1"}
-
-
-def _locked() -> Driver:
-    """Blackjack, box 1 with its blackjack (1000) and Perfect Pairs (500) wagers, no more bets."""
-    d = Driver(blackjack_config())
-    d.status(ShoeStatusKind.NEW_SHOE)
-    d.bet("B1", 1000)
-    d.bet("PP1", 500)
-    d.button(Button.NO_MORE_BETS)
-    return d
-
-
-def _leaked(d: Driver, *cards: str) -> list[bytes]:
-    return [p for p in public_payloads(d.emits) if card_tokens(p) & set(cards)]
-
-
-def _alarm(d: Driver, code: str) -> str:
-    return [a.alarm_id for a in d.alarms() if a.code == code and a.state == "raised"][-1]
 
 
 def _rounds(emits: list[Emit]) -> set[Any]:

@@ -17,34 +17,16 @@ from machine_support import (
     SHOE,
     Driver,
     baccarat_config,
-    blackjack_config,
-    card_tokens,
-    public_payloads,
     uth_config,
 )
+from machine_support import blackjack_locked as _locked
+from machine_support import leaked as _leaked
+from machine_support import raised_alarm as _alarm
 
 from tablesense.daemon.table.machine import Phase
-from tablesense.drivers.events import Button, Heartbeat, ShoeStatusKind
+from tablesense.drivers.events import Button, Heartbeat
 
 R = {"shoe": "1", "round": "1"}
-
-
-def _locked() -> Driver:
-    """Blackjack, box 1 with its blackjack and Perfect Pairs wagers, no more bets."""
-    d = Driver(blackjack_config())
-    d.status(ShoeStatusKind.NEW_SHOE)
-    d.bet("B1", 1000)
-    d.bet("PP1", 500)
-    d.button(Button.NO_MORE_BETS)
-    return d
-
-
-def _leaked(d: Driver, *cards: str) -> list[bytes]:
-    return [p for p in public_payloads(d.emits) if card_tokens(p) & set(cards)]
-
-
-def _alarm(d: Driver, code: str) -> str:
-    return [a.alarm_id for a in d.alarms() if a.code == code and a.state == "raised"][-1]
 
 
 def _cards(d: Driver) -> list[tuple[str | None, str | None, str]]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import aiomqtt
 import pytest
-from floor_support import pg_url, wait_for
+from floor_support import wait_for
 
 from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
 from tablesense.daemon.floor.accounting import GamingDay, build_report
@@ -37,15 +37,6 @@ pytestmark = [pytest.mark.timeout(120)]
 needs_broker = pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")
 TABLESENSE = str(Path(sys.executable).with_name("tablesense"))
 EPOCH = "0a0b0c0d"
-
-
-@pytest.fixture(params=["postgresql", "sqlite"])
-async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'floor.sqlite'}"
-        return
-    async with pg_url() as url:
-        yield url
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import aiomqtt
 import pytest
-from floor_support import ContractTable, pg_url, wait_for
+from floor_support import ContractTable, wait_for
 
 from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
 from tablesense.daemon.floor.consumer import FloorSettings
@@ -23,15 +23,6 @@ from tablesense.daemon.floor.store import Database, open_database
 
 pytestmark = [pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed"),
               pytest.mark.timeout(120)]
-
-
-@pytest.fixture(params=["postgresql", "sqlite"])
-async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'floor.sqlite'}"
-        return
-    async with pg_url() as url:
-        yield url
 
 
 @pytest.fixture
