@@ -476,7 +476,8 @@ class FloorRound(Message, frozen=True, tag="tablesense.floor_round"):
         settlements: every settlement of the round.
         alarms: every alarm raised during the round.
         spot_changes: every spot change during the round (``after_lock`` marks past-posting).
-        commands: operator commands about the round.
+        commands: operator commands about the round, the one that completes it included (a void, an
+            entry, an acknowledgement).
         baccarat, boxes, dealer, board: the full results (dealer includes the hole card).
         opened_ts, locked_ts, completed_ts: ISO-8601 UTC times of betting open, lock, completion.
         chain_seq, chain_head: the journal's hash chain just before this record's own row: the highest

@@ -14,7 +14,7 @@ called it ``re_entered``."""
 
 from __future__ import annotations
 
-from machine_support import SHOE, Driver, baccarat_config
+from machine_support import SHOE, Driver, baccarat_config, blackjack_locked
 
 from tablesense.daemon.rules.cards import Card, ShoeComposition
 from tablesense.drivers.events import Button
@@ -140,3 +140,20 @@ def test_an_unreadable_card_acknowledged_out_is_not_taken_by_a_later_entry() -> 
     (floor,) = d.floor()
     assert [(c.card, c.status) for c in floor.cards[:2]] == [("5H", "dealt"), (None, "set_aside")]
     _check_shoe(d, drawn=6, known=["5H", "3C", "8S", "4D", "KD"])
+
+
+def test_the_command_that_completes_a_round_is_in_its_published_floor_record() -> None:
+    """Blackjack: the hole card unreadable; the dealer ends the round; the supervisor's ``enter_card``
+    places the hole card and so completes the round. The floor record published at that moment names the
+    command (who, what, when): the evidence of a supervisor's hand in the round. Before, the command was
+    added to the round's record only after the record had been published (the published floor record had
+    ``commands == []``; only a voided round's ``void_round`` was in it)."""
+    d = blackjack_locked()
+    d.cards(["5H", "7C", "5D"])
+    d.unreadable()  # the hole card
+    d.button(Button.ROUND_END)
+    assert d.command("enter_card", card="QS", shoe="1", round="1").ok
+    (record,) = d.floor()
+    assert [(c.name, c.args.get("card"), c.operator, c.ok) for c in record.commands] == [
+        ("enter_card", "QS", "supervisor-7", True)]
+    assert len(d.machine.snapshot()["record"]["commands"]) == 1  # recorded once

@@ -18,7 +18,8 @@ first, and when the blackjack and UTH round-end button pressed while cards waite
 began to take effect in its place among them, and when a no-more-bets pressed on a held round began to
 wait, with every later device frame, until the round is resolved, and when chips moved once the dealer
 has ended a held round began to wait for it too, and when a new shoe loaded while frames waited began
-to end the wait instead of waiting too (with each new rule off, the digests were the ones
+to end the wait instead of waiting too, and when the command that completes a round began to be in that
+round's published floor record (with each new rule off, the digests were the ones
 recorded before; tests/test_adversarial_restart_mid_deal.py, tests/test_adversarial_gap_order.py,
 tests/test_adversarial_round_end_held.py, tests/test_adversarial_nmb_held.py,
 tests/test_adversarial_chips_after_held_round_end.py)."""
@@ -53,10 +54,10 @@ def digest(pkg: str, game: str, sequences: int = SEQUENCES) -> str:
 
 
 GOLDEN = {
-'baccarat': '03a91d70c59d8dfd4dbc859dd5b69d6783a18f19dfb613e4d2345897a779408b',
-    'ez-baccarat': '814a899b60c6b8a058d8113304756730dbb6acb11f0a73bc7479132e2d77a5cc',
-    'blackjack': '514d14e57445af05a053945a25177643e0b7726904cde3b502e97e9ab1ce301b',
-    'uth': 'ec4163c2bfd80f0f61a025811db3980152602a138ef07db3b5797c6eb6849865',
+'baccarat': 'ccef4b17ccfdc08981475c712f6f851ac8dfa239b49b31725557a153e3e24c6a',
+    'ez-baccarat': 'be44ef03d27a749fa60ccf4588b3758944118f9529883b769be241951d041403',
+    'blackjack': '26267e1bb2aca77e48805be4e11bc35e9eaae3ac88cf632bf0bf5379da3a728d',
+    'uth': '5d7160f1d38074b4fdacc1adebc952293c4cec43a779882c4039f775efed3db2',
 }
 
 

@@ -849,6 +849,10 @@ class TableMachine:
             self._release(self._stall_alarm)
             self._stall_alarm = None
         self._shoe.rounds_completed += 1
+        if self._cmd is not None and not self._cmd_logged:  # the command that completes the round (a void,
+            # an entry, an acknowledgement): in the record published now, not after it
+            self._keep(self._record.commands, self._command_record(self._cmd, CommandReply(True)))
+            self._cmd_logged = True
         out = public_outcome(game) if not self._record.void else public_outcome(None)
         results = RoundResults(
             table=self.config.table, ts=self._ts, shoe=self._shoe.number, round=self._round_no,
@@ -930,10 +934,7 @@ class TableMachine:
                 if w.spot not in self._settled:
                     self._settle(w, settle_as(w.for_rules(False), WagerOutcome.VOID, "void_round"))
         self._alarm(AlarmCode.ROUND_VOID, f"round {self._round_no} voided: {reason}")
-        if self._cmd is not None and self._cmd.name == "void_round":  # recorded in the voided round
-            self._record.commands.append(self._command_record(self._cmd, CommandReply(True)))
-            self._cmd_logged = True
-        self._finish()
+        self._finish()  # a void_round command is recorded in the voided round there
 
     # ------------------------------------------------------------------------------------ device events
 
