@@ -530,3 +530,31 @@ async def test_a_value_the_database_refuses_at_the_batch_level_is_isolated(
         assert await count(db, "SELECT COUNT(*) FROM messages") == 2
     finally:
         await db.close()
+
+
+async def test_the_page_listener_gives_up_on_a_database_that_never_answers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database host that accepts the connection and never answers (a hung server, a half-open
+    firewall): the floor page's LISTEN connection gives up after its connect timeout and the page falls
+    back to polling. Before, it waited for ever and the page stopped refreshing."""
+    from tablesense.daemon.floor import web as floor_web
+
+    monkeypatch.setattr(floor_web, "LISTEN_CONNECT_TIMEOUT", 1)
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # never a byte back
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    page = floor_web.FloorPage(f"postgresql://postgres@127.0.0.1:{port}/floor", GamingDay(6, "UTC"))
+    try:
+        with pytest.raises(Exception) as caught:
+            await asyncio.wait_for(page._listen(), 20)
+        assert not isinstance(caught.value, TimeoutError), "the LISTEN connection waited for ever"
+        assert accepted  # it did reach the silent server
+    finally:
+        for w in accepted:
+            w.close()
+        server.close()
+        await page.db.close()

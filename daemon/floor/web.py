@@ -96,6 +96,11 @@ async def page_model(db: Database, gaming_day: GamingDay, now: datetime | None =
             "tables": out}
 
 
+LISTEN_CONNECT_TIMEOUT = 5
+"""Seconds the page's ``LISTEN`` connection may take to open (libpq ``connect_timeout``): beyond, the page
+refreshes by polling and tries again."""
+
+
 class FloorPage:
     """The aiohttp application of the page over its own :class:`Database` (``url``)."""
 
@@ -142,7 +147,10 @@ class FloorPage:
     async def _listen(self) -> None:
         import psycopg
 
-        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+        # bounded like the page's own connection: a server that accepts and never answers (a half-dead
+        # database host) must not keep the page from polling instead
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True,
+                                                         connect_timeout=LISTEN_CONNECT_TIMEOUT) as conn:
             await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
             await self.refresh()
             while not self._closing:
