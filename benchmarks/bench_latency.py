@@ -29,7 +29,12 @@ Measured, each against a floor measured in the same run on the same machine and 
   matters (the bets before the first card, the last card before the chips are cleared), so the daemon
   takes whole bursts in one group commit, as it would from devices that do not wait;
 * **``tablesense --help``** wall time (median of 5), goal 0.3 s;
-* **one fsync** of a 4 KiB write in the journal's directory (p50), the floor of a commit.
+* **one fsync** of a 4 KiB write in the journal's directory (p50), the floor of a commit;
+* **the libraries' floor** of the CPU per round and of rounds per second, step by step and pipelined
+  (``benchmarks/bench_stack.py``, same broker and journal directory, after the daemon stopped): a process
+  that reads the same frames through pyserial-asyncio-fast, commits the same rows in as many SQLite
+  transactions, acknowledges, and publishes the same messages at QoS 1 through aiomqtt, doing nothing
+  else. The daemon's CPU per round is shown beside it as well as beside the goal.
 
 Stage breakdown (outside in, same run): card written -> its ``AK`` seen by the shoe (read, decode, state
 machine, journal commit with its fsync) -> first message at the subscriber
@@ -62,8 +67,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # journal_support.RealTable: the journal floor's traffic
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import aiomqtt  # noqa: E402
+from bench_stack import stack_floor  # noqa: E402  (the libraries' floor of a round's CPU)
 
 from tablesense.daemon.broker import MosquittoBroker  # noqa: E402
 from tablesense.daemon.config import parse_config  # noqa: E402
@@ -404,6 +411,9 @@ async def main(settlements: int, seed: int, journal_dir: str | None,
     async with Bare(broker, subscriber_nice) as bare:
         single = [await bare.burst([400]) for _ in range(1000)]
         burst_ms = [await bare.burst(sizes) for sizes in bursts]
+    # the libraries' floor of a round's CPU and rate, same broker and journal directory (bench_stack.py)
+    stack = {mode: stack_floor((broker.host, broker.port), str(journal), 200, mode=mode)
+             for mode in ("step", "pipelined")}
     broker.stop()
     await sim.close()
     fsync = fsync_ms(journal)
@@ -413,7 +423,7 @@ async def main(settlements: int, seed: int, journal_dir: str | None,
         "rounds": rounds, "settlements": len(per_settlement), "cards": len(card_last), "elapsed": elapsed,
         "card_last": card_last, "card_first": card_first, "card_ack": card_ack, "bursts": bursts,
         "per_settlement": per_settlement, "bare_single": single, "bare_burst": burst_ms, "fsync": fsync,
-        "card_append": appends,
+        "card_append": appends, "stack": stack,
         "cpu_per_round": cpu / rounds * 1000,
         "loop_cpu_per_round": loop_cpu / rounds * 1000, "rounds_per_s": rounds / elapsed, "help": helps,
         "rss": rss, "commit_mean": commit_mean, "piped_rounds": pipeline_rounds,
@@ -429,6 +439,7 @@ def report(r: dict[str, Any]) -> str:
     """The one table: figure, measured, floor, ratio to the floor (or the goal)."""
     p50, p99 = statistics.median, (lambda v: pct(v, 99))
     bsizes = [len(b) for b in r["bursts"]]
+    step, piped = r["stack"]["step"], r["stack"]["pipelined"]
     kib = statistics.median(sum(b) for b in r["bursts"]) / 1024
     rows = [
         ("card -> last settlement it decides, p50", p50(r["card_last"]), "bare burst p50",
@@ -442,9 +453,15 @@ def report(r: dict[str, Any]) -> str:
         ("card -> AK (journaled), p50", p50(r["card_ack"]) if r["card_ack"] else float("nan"),
          "one fsync p50", p50(r["fsync"]), ""),
         ("daemon CPU per round (ms)", r["cpu_per_round"], "goal", 5.0, "1x"),
+        ("daemon CPU per round (ms)", r["cpu_per_round"], "libraries' floor", step["cpu_per_round_ms"], ""),
         ("rounds/s at pace 0", r["rounds_per_s"], "goal", 200.0, "1x"),
+        ("rounds/s at pace 0", r["rounds_per_s"], "libraries' floor", step["rounds_per_s"], ""),
         ("daemon CPU per round, pipelined (ms)", r["piped_cpu_per_round"], "goal", 5.0, "1x"),
+        ("daemon CPU per round, pipelined (ms)", r["piped_cpu_per_round"], "libraries' floor",
+         piped["cpu_per_round_ms"], ""),
         ("rounds/s at pace 0, pipelined", r["piped_rounds_per_s"], "goal", 200.0, "1x"),
+        ("rounds/s at pace 0, pipelined", r["piped_rounds_per_s"], "libraries' floor", piped["rounds_per_s"],
+         ""),
         ("tablesense --help (ms)", r["help"] * 1000, "goal", 300.0, "1x"),
     ]
     out = [f"{r['rounds']} rounds, {r['settlements']} settlements, {r['cards']} deciding cards in "
@@ -455,10 +472,20 @@ def report(r: dict[str, Any]) -> str:
     for name, value, floor_name, floor, allowed in rows:
         ratio = value / floor if floor else float("nan")
         if name.startswith("rounds/s"):
-            ratio = floor / value if value else float("inf")  # a rate: the goal over the figure
+            ratio = floor / value if value else float("inf")  # a rate: the goal (or floor) over the figure
         out.append(f"{name:44} {value:9.2f}  {floor_name:16} {floor:8.2f}  {ratio:6.2f}  {allowed:>7}")
     out.append("-" * 100)
-    out.append("ratio: figure / floor (for rounds/s: goal / figure), 'allowed' the goal as a ratio; times ms")
+    out.append("ratio: figure / floor (for rounds/s: goal / figure, floor / figure), 'allowed' the goal as a "
+               "ratio; times ms")
+    rows_n, commits, pcommits = step["rows_per_round"], step["groups_per_round"], piped["groups_per_round"]
+    out.append(f"libraries' floor (benchmarks/bench_stack.py, same broker and directory): a process that "
+               f"only reads the round's frames (pyserial-asyncio-fast), commits its {rows_n:.0f} rows "
+               f"(SQLite, fsync) in {commits:.0f} transactions step by step and {pcommits:.0f} pipelined, "
+               f"writes the acknowledgements and publishes its {step['messages_per_round']:.1f} messages at "
+               f"QoS 1 (aiomqtt): {step['cpu_per_round_ms']:.2f} and {piped['cpu_per_round_ms']:.2f} ms of "
+               f"CPU a round, {step['rounds_per_s']:.0f} and {piped['rounds_per_s']:.0f} rounds/s; the CPU "
+               f"goal is {5.0 / step['cpu_per_round_ms']:.2f}x and {5.0 / piped['cpu_per_round_ms']:.2f}x "
+               "that floor")
     card_ack = r["card_ack"]
     out.append(f"stages (p50, outside in): card -> its AK seen by the shoe "
                f"{p50(card_ack) if card_ack else float('nan'):.2f} ms (read, decode, state machine, commit, "
