@@ -660,6 +660,32 @@ class _AckClient(aiomqtt.Client):
 
         self._client._handle_pubackcomp = handle_pubackcomp  # type: ignore[method-assign]
 
+    def _on_socket_register_write(self, client: paho.Client, userdata: Any, sock: Any) -> None:
+        """paho has bytes to write: watch the socket for writability. aiomqtt 2.5.1 always defers the
+        ``add_writer`` with ``call_soon_threadsafe`` (paho's connect may ask from an executor thread);
+        asked on the event loop's own thread (every publish), this adds it at once. Deferred, an add asked
+        by a publish whose bytes a ``loop_write`` (:meth:`write_now`) then wrote lands after paho has
+        already unregistered: the writer stays registered with nothing to write, the loop finds the
+        socket writable at every turn and calls paho's ``loop_write`` for nothing, 100% of a core, until
+        the next publish (the relay's burst whose later rows are all skipped as too large for the
+        broker). Each deferral also writes the loop's self-pipe."""
+        try:
+            here = asyncio.get_running_loop() is self._loop
+        except RuntimeError:  # not on a thread running an event loop
+            here = False
+        if not here:
+            super()._on_socket_register_write(client, userdata, sock)
+            return
+
+        def callback() -> None:
+            try:  # as aiomqtt's: a failed write (broken pipe) ends the connection
+                client.loop_write()
+            except Exception as exc:
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        self._loop.add_writer(sock.fileno(), callback)
+
     def _on_connect(self, client: paho.Client, userdata: Any, flags: paho.ConnectFlags,
                     reason_code: ReasonCode, properties: Properties | None = None) -> None:
         size = getattr(properties, "MaximumPacketSize", None) if properties is not None else None

@@ -85,6 +85,53 @@ async def test_a_row_over_the_brokers_announced_maximum_packet_size_is_skipped(t
         broker.stop()
 
 
+async def test_a_burst_whose_later_rows_are_all_skipped_leaves_no_writer_behind(tmp_path: Path) -> None:
+    """A burst of one small row and one too large for the broker: the relay writes the first at once
+    (``write_now``) and skips the second, so nothing follows the first publish. With aiomqtt's deferred
+    ``add_writer`` the writer was registered after paho had written and unregistered: the loop found the
+    socket writable at every turn and called paho's ``loop_write`` for nothing (tens of thousands of
+    times a second) until the next publish. Counted, not timed: the calls of ``loop_write`` while the
+    relay has nothing to send."""
+    broker = MosquittoBroker(tmp_path / "b", extra=f"message_size_limit {LIMIT}")
+    broker.start()
+    try:
+        out = MemoryOutbox()
+        async with Subscriber(broker, "ts/S3/#", "sub-S3") as sub:
+            relay = Relay(settings(broker, "S3", max_message_bytes=LIMIT), out, status)
+            task = await run_relay(relay)
+            try:
+                await asyncio.sleep(0.3)  # the session's own start-up publishes are done
+                client = relay._client
+                assert client is not None
+                paho = client._client
+                calls = 0
+                write = paho.loop_write
+
+                def counted(*args: object, **kwargs: object) -> object:
+                    nonlocal calls
+                    calls += 1
+                    return write(*args, **kwargs)
+
+                paho.loop_write = counted  # type: ignore[method-assign]
+                out.add("settlements", {"n": 0})
+                out.add("floor_rounds", {"cards": "x" * (LIMIT + 500)})
+                relay.notify()
+                await sub.wait_for(lambda ms: any(t == "ts/S3/settlements" for t, _, _ in ms))
+                for _ in range(50):
+                    if relay.too_large == 1 and len(out.delivered) == 2:
+                        break
+                    await asyncio.sleep(0.02)
+                assert relay.too_large == 1 and len(out.delivered) == 2
+                calls = 0
+                for _ in range(20):  # 20 turns of the loop and more, nothing to send
+                    await asyncio.sleep(0.01)
+                assert calls < 5, f"paho's loop_write called {calls} times with nothing to write"
+            finally:
+                await relay.stop(task)
+    finally:
+        broker.stop()
+
+
 def test_the_default_limit_is_the_shipped_brokers() -> None:
     deploy = Path(__file__).resolve().parent.parent / "deploy" / "mosquitto"
     conf = (deploy / "tablesense-tls.conf").read_text()

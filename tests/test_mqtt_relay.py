@@ -120,6 +120,9 @@ async def test_rows_published_in_order_and_marked_delivered(broker: MosquittoBro
         task = await run_relay(relay)
         await sub.wait_for(lambda ms: sum(t == "ts/T1/settlements" for t, _, _ in ms) == 20)
         await relay.stop(task)
+        # the broker's PUBACK to the relay does not wait for the subscriber: wait for it to arrive
+        await sub.wait_for(lambda ms: any(t == "ts/T1/status" and b.get("state") == "offline"
+                                          for t, b, _ in ms))
     settled = [b["n"] for t, b, _ in sub.messages if t == "ts/T1/settlements"]
     assert settled == list(range(20))
     assert out.delivered == {r.row_id for r in out.rows}
