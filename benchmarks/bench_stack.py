@@ -9,14 +9,15 @@ the chips of a step together, each card alone; ``bench_app.grouped``), the measu
   from a pseudo-terminal through pyserial-asyncio-fast (two links, the shoe and the bet pads, as the
   daemon has), counting bytes only;
 * writes one row per input and one per message, of the journal's sizes (the input's JSON and the
-  message's JSON), in ONE SQLite transaction in WAL mode with ``synchronous=FULL`` (one fsync), in the
-  journal's directory;
+  message's JSON, plus :data:`ROW_HEADER` bytes), and a pending entry per message (the messages
+  acknowledged since the previous commit deleted in the same transaction), in ONE SQLite transaction in
+  WAL mode with ``synchronous=FULL`` (one fsync), in the journal's directory;
 * writes the acknowledgement frame back to the device;
 * publishes the group's messages (their JSON) at QoS 1 over MQTT v5 to the broker, with TCP_NODELAY,
-  through the paho client inside an aiomqtt ``Client`` (as the daemon's relay does: each message handed
-  to paho, the burst written at once with paho's ``loop_write``, one future completed by the burst's last
-  PUBACK; aiomqtt's own ``publish``, one awaited call a message, costs about 55 us a message more here),
-  and waits for every PUBACK.
+  through the daemon's own MQTT client (``daemon.mqtt._AckClient``: aiomqtt's ``Client`` with the
+  relay's joined writes, read-ahead and PUBACK fast path), each message handed to its paho client, the
+  burst written at once with paho's ``loop_write``, one future completed by the burst's last PUBACK.
+  aiomqtt's own ``publish``, one awaited call a message, costs about 55 us a message more.
 
 Not done: decoding, the resend and order rules, the state machine and the rules, the hash chain and the
 seals, block accounting, maintenance and retention, metrics, logging. Those are the daemon's own work;
@@ -40,6 +41,7 @@ import itertools
 import json
 import os
 import pickle
+import select
 import sqlite3
 import subprocess
 import sys
@@ -55,6 +57,9 @@ sys.path.insert(0, str(ROOT / "tests"))  # journal_support.RealTable: realistic 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 WARM = 3
+ROW_HEADER = 90
+"""Bytes added to each row for what a journal row carries beside the input's or message's JSON (entry or
+seq, time, kind, msg_id, channel, chain hint: 60-100 bytes)."""
 
 Group = tuple[dict[str, tuple[bytes, bytes]], list[bytes], list[bytes]]
 """``({link: (frames, ack)}, journal rows, message payloads)`` of one input group (one commit)."""
@@ -107,7 +112,7 @@ async def measured(spec: dict[str, Any]) -> dict[str, float]:
     import aiomqtt
     import serial_asyncio_fast
 
-    from tablesense.daemon.mqtt import NODELAY
+    from tablesense.daemon.mqtt import NODELAY, _AckClient
 
     loop = asyncio.get_running_loop()
 
@@ -137,13 +142,17 @@ async def measured(spec: dict[str, Any]) -> dict[str, float]:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, blob BLOB NOT NULL)")
+    conn.execute("CREATE TABLE IF NOT EXISTS pending (id INTEGER PRIMARY KEY)")
+    header = bytes(ROW_HEADER)
+    acked_ids: list[tuple[int]] = []  # the messages acknowledged since the last commit
+    seq = 0  # the messages' numbers (the outbox's seq)
     host, port = spec["broker"]
     topic = spec["topic"]
     with open(spec["rounds"], "rb") as f:
         rounds: list[list[Group]] = pickle.load(f)
     wanted = {name: 0 for name in links}
-    async with aiomqtt.Client(host, port, protocol=aiomqtt.ProtocolVersion.V5, socket_options=NODELAY,
-                              max_inflight_messages=64) as client:
+    async with _AckClient(host, port, protocol=aiomqtt.ProtocolVersion.V5, socket_options=NODELAY,
+                          max_inflight_messages=64) as client:
         paho_client = client._client  # paho underneath, as the daemon's relay uses it
         waiting: set[int] = set()
         acked: asyncio.Future[None] = loop.create_future()
@@ -164,8 +173,13 @@ async def measured(spec: dict[str, Any]) -> dict[str, float]:
                     wanted[link] += len(chunk)
                     await links[link][1].until(wanted[link])
                 conn.execute("BEGIN")
-                conn.executemany("INSERT INTO rows (blob) VALUES (?)", [(r,) for r in rows])
+                conn.executemany("INSERT INTO rows (blob) VALUES (?)", [(header + r,) for r in rows])
+                ids = [(seq + i,) for i in range(1, len(payloads) + 1)]
+                seq += len(payloads)
+                conn.executemany("INSERT INTO pending (id) VALUES (?)", ids)
+                conn.executemany("DELETE FROM pending WHERE id = ?", acked_ids)
                 conn.execute("COMMIT")
+                acked_ids = ids  # acknowledged below, deleted with the next commit
                 for link, (_data, ack) in frames.items():
                     links[link][0].write(ack)  # type: ignore[attr-defined]
                 if payloads:  # paho's publish, written at once, one future for the burst's PUBACKs
@@ -220,6 +234,10 @@ def stack_floor(broker: tuple[str, int], journal_dir: str, rounds: int = 200, se
                 for link, (_data, ack) in frames.items():
                     got = b""
                     while len(got) < len(ack):
+                        if not select.select([masters[link]], [], [], 1.0)[0]:
+                            if child.poll() is not None:
+                                raise SystemExit("the measured process ended early (its error above)")
+                            continue
                         got += os.read(masters[link], 4096)
         out, _ = child.communicate(timeout=120)
     finally:
