@@ -33,8 +33,8 @@ Measured, each against a floor measured in the same run on the same machine and 
 * **the libraries' floor** of the CPU per round and of rounds per second, step by step and pipelined
   (``benchmarks/bench_stack.py``, same broker and journal directory, after the daemon stopped): a process
   that reads the same frames through pyserial-asyncio-fast, commits the same rows in as many SQLite
-  transactions, acknowledges, and publishes the same messages at QoS 1 (paho in aiomqtt), doing nothing
-  else. The daemon's CPU per round is shown beside it as well as beside the goal.
+  transactions, acknowledges, and publishes the same messages at QoS 1 (the daemon's MQTT client),
+  doing nothing else. The daemon's CPU per round is shown beside it as well as beside the goal.
 
 Stage breakdown (outside in, same run): card written -> its ``AK`` seen by the shoe (read, decode, state
 machine, journal commit with its fsync) -> first message at the subscriber
@@ -482,8 +482,8 @@ def report(r: dict[str, Any]) -> str:
                f"only reads the round's frames (pyserial-asyncio-fast), commits its "
                f"{step['rows_per_round']:.0f} rows (SQLite, fsync) in {step['groups_per_round']:.0f} "
                f"transactions step by step and {piped['groups_per_round']:.0f} pipelined, writes the "
-               f"acknowledgements and publishes its {step['messages_per_round']:.1f} messages at QoS 1 (paho "
-               f"in aiomqtt, as the relay): {cpu_s:.2f} and {cpu_p:.2f} ms of CPU a round, "
+               f"acknowledgements and publishes its {step['messages_per_round']:.1f} messages at QoS 1 (the "
+               f"daemon's MQTT client): {cpu_s:.2f} and {cpu_p:.2f} ms of CPU a round, "
                f"{step['rounds_per_s']:.0f} and {piped['rounds_per_s']:.0f} rounds/s; the CPU goal is "
                f"{5.0 / cpu_s:.2f}x and {5.0 / cpu_p:.2f}x that floor")
     card_ack = r["card_ack"]
