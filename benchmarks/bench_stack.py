@@ -28,9 +28,11 @@ The figure: CPU (user + system, ``time.process_time``) of the measured process p
 measured rounds, after a few warm-up rounds. ``bench_latency.py`` runs it against its own broker and
 journal directory after the daemon stopped, and prints it beside the daemon's CPU per round.
 
-    .venv/bin/python benchmarks/bench_stack.py --broker HOST:PORT [--journal-dir DIR] [--rounds 200]
+    .venv/bin/python benchmarks/bench_stack.py [--broker HOST:PORT] [--journal-dir DIR] [--rounds 200]
 
-The broker must accept anonymous clients (``bench_latency.py`` starts a private one).
+Without ``--broker`` it starts a private Mosquitto as ``bench_latency.py`` does (``set_tcp_nodelay true``;
+a broker without it makes the floor wait for delayed ACKs, ten times slower). A broker given must accept
+anonymous clients.
 """
 
 from __future__ import annotations
@@ -255,7 +257,8 @@ def stack_floor(broker: tuple[str, int], journal_dir: str, rounds: int = 200, se
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--broker", default="127.0.0.1:1883", help="HOST:PORT of an MQTT broker (anonymous)")
+    ap.add_argument("--broker", default=None,
+                    help="HOST:PORT of an MQTT broker taking anonymous clients (default: a private one)")
     ap.add_argument("--journal-dir", default=None, help="where the SQLite file goes (default: the temp dir)")
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -263,10 +266,25 @@ def main() -> int:
     if a.child:
         print(json.dumps(asyncio.run(measured(json.loads(Path(a.child).read_text())))))
         return 0
-    host, _, port = a.broker.rpartition(":")
     journal_dir = a.journal_dir or tempfile.mkdtemp(prefix="tablesense-bench-stack-journal-")
-    for mode in ("step", "pipelined"):
-        r = stack_floor((host, int(port)), journal_dir, a.rounds, mode=mode)
+    private = None
+    if a.broker:
+        host, _, port_text = a.broker.rpartition(":")
+        broker = (host, int(port_text))
+    else:
+        from tablesense.daemon.broker import MosquittoBroker
+
+        private = MosquittoBroker(Path(tempfile.mkdtemp(prefix="tablesense-bench-stack-")) / "broker",
+                                  persistence=False, die_with_parent=True)
+        private.start()
+        broker = (private.host, private.port)
+    try:
+        results = {mode: stack_floor(broker, journal_dir, a.rounds, mode=mode)
+                   for mode in ("step", "pipelined")}
+    finally:
+        if private is not None:
+            private.stop()
+    for mode, r in results.items():
         print(f"libraries' floor, {mode}: {r['cpu_per_round_ms']:.2f} ms of CPU a round "
               f"({r['rounds']} rounds; {r['groups_per_round']:.1f} commits, {r['rows_per_round']:.1f} "
               f"rows and {r['messages_per_round']:.1f} QoS 1 publishes a round), "
