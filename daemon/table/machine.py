@@ -1078,7 +1078,11 @@ class TableMachine:
     def _on_device_event(self, ev: DeviceEvent) -> None:
         """A device frame: its bookkeeping (the frames it may resend, its number, its session, a sequence
         gap) now, then the frame itself, now or, behind a no-more-bets the held round could not take yet,
-        once that round is resolved (:meth:`_waits`)."""
+        once that round is resolved (:meth:`_waits`).
+
+        After a disconnect, a frame numbered 0 or 1 between rounds is taken as a restart of a version 1
+        device (no session; no gap) only when it cannot be the wrap 99999 -> 0: when it is more than
+        :data:`RESEND_WINDOW` + 1 numbers after the last one (docs/protocol.md §4, §5)."""
         device, seq = ev.device, ev.seq
         self._remember(device, seq, ev)
         last = self._dev_seq.get(device)
@@ -1087,7 +1091,9 @@ class TableMachine:
         if restart:
             self._was_lost.pop(device, None)
             last = None  # numbered afresh: no gap
-        restarted = self._was_lost.pop(device, False) and seq <= 1 and self._phase not in _IN_PLAY
+        restarted = (self._was_lost.pop(device, False) and seq <= 1 and self._phase not in _IN_PLAY
+                     and not self._sessions.get(device)  # a version 2 device announces a restart
+                     and (last is None or (seq - last) % SEQ_MODULUS > RESEND_WINDOW + 1))  # no wrap
         gap = last is not None and seq != (last + 1) % SEQ_MODULUS and not restarted  # 99999 -> 0: no gap
         if not self._waits(ev, gap, last, restart):
             self._apply_frame(ev, gap, last, restart)
