@@ -268,6 +268,10 @@ class TableMachine:
         self._card_devices: dict[str, bool] = {}
         self._was_lost: dict[str, bool] = {}
         """Devices disconnected since their last event: a restart at sequence 1 between rounds is no gap."""
+        self._written_off: dict[str, set[int]] = {}
+        """Per device, the numbers a sequence gap skipped (given up as lost) among the last
+        :data:`RESEND_WINDOW` numbers of its current session: a frame that comes with one of them later is a
+        late arrival, never applied as new (:meth:`_on_late`)."""
         self._holds: dict[str, AlarmCode] = {}
         self._ackable: dict[str, AlarmCode] = {}
         self._unknown_spots: dict[str, bool] = {}
@@ -488,10 +492,15 @@ class TableMachine:
                 if isinstance(ev, RejectedInput):
                     self._note_rejected(ev)
                     continue
+                if self._is_late(ev):  # as _on_device_event: remembered, its number not taken
+                    self._remember(ev.device, ev.seq, ev)
+                    self._written_off[ev.device].discard(ev.seq)
+                    continue
                 self._remember(ev.device, ev.seq, ev)  # as _on_device_event, without its alarms
+                before = self._dev_seq.get(ev.device)
                 self._dev_seq[ev.device] = ev.seq
-                if isinstance(ev, DeviceIdentity):
-                    self._new_session(ev)
+                renewed = isinstance(ev, DeviceIdentity) and self._new_session(ev)
+                self._write_off(ev.device, before, ev.seq, renewed)
                 self._was_lost.pop(ev.device, None)
                 if isinstance(ev, _CARD_EVENTS) or (isinstance(ev, ShoeStatus)
                                                     and ev.kind is ShoeStatusKind.BURN):
@@ -1012,6 +1021,7 @@ class TableMachine:
         bookkeeping part of a ``RejectedInput``, shared with :meth:`seed_devices`."""
         if ev.device is None or ev.seq is None:
             return False
+        self._write_off(ev.device, self._dev_seq.get(ev.device), ev.seq, False)
         self._dev_seq[ev.device] = ev.seq
         self._remember(ev.device, ev.seq, ev.payload)
         return True
@@ -1075,14 +1085,59 @@ class TableMachine:
         if shoe:  # its unacknowledged frames may have been cards of this deal
             self._deal_lost_place(ev.device, ev.seq, alarm_id)
 
+    def _is_late(self, ev: DeviceEvent) -> bool:
+        """``ev`` carries a number a sequence gap of its device's current session skipped (written off as
+        lost, :meth:`_write_off`): it comes late (an identity frame with a new session is a restart)."""
+        if ev.seq not in self._written_off.get(ev.device, ()):
+            return False
+        return not (isinstance(ev, DeviceIdentity) and ev.session != self._sessions.get(ev.device))
+
+    def _write_off(self, device: str, last: int | None, seq: int, renumbered: bool) -> None:
+        """Track the numbers given up as lost (:attr:`_written_off`) once frame ``seq`` of ``device`` is
+        taken after ``last``: the numbers a forward gap of at most :data:`RESEND_WINDOW` frames skipped
+        (a device resends no more, docs/protocol.md §3) are added, numbers more than that window behind
+        ``seq`` are dropped; a restart (``renumbered``) or a jump that is no such gap forgets them all."""
+        step = 0 if last is None or renumbered else (seq - last) % SEQ_MODULUS
+        if last is None or step == 0 or step > RESEND_WINDOW + 1:
+            self._written_off.pop(device, None)
+            return
+        lost = self._written_off.get(device)
+        if step > 1:
+            if lost is None:
+                lost = self._written_off[device] = set()
+            lost.update((last + k) % SEQ_MODULUS for k in range(1, step))
+        if lost:
+            lost.difference_update([n for n in lost if (seq - n) % SEQ_MODULUS > RESEND_WINDOW])
+        if lost is not None and not lost:
+            self._written_off.pop(device, None)
+
+    def _on_late(self, ev: DeviceEvent) -> None:
+        """A frame whose number a sequence gap wrote off as lost came after all (a resend that missed the
+        host's wait, docs/protocol.md §3): it is journaled as received, remembered (a further resend of it
+        is dropped) and not applied: the device's last number does not go back, no card is taken from the
+        inventory, nothing settles on it. A ``SEQUENCE_GAP`` that does not hold tells the supervisor (who
+        enters the lost card, if it was one, from the journal's record of this frame)."""
+        device, seq = ev.device, ev.seq
+        self._remember(device, seq, ev)
+        self._written_off[device].discard(seq)
+        what = "a card frame" if isinstance(ev, _CARD_EVENTS) else "a frame"
+        self._alarm(AlarmCode.SEQUENCE_GAP, f"device {device}: {what} numbered {seq} came late, after the "
+                    f"frames behind it were taken with the gap; not applied (the device is at sequence "
+                    f"{self._dev_seq.get(device)}): if it carried the lost card, enter it unless entered "
+                    "already", device=device, hold=False, subject=("late", seq))
+
     def _on_device_event(self, ev: DeviceEvent) -> None:
         """A device frame: its bookkeeping (the frames it may resend, its number, its session, a sequence
         gap) now, then the frame itself, now or, behind a no-more-bets the held round could not take yet,
-        once that round is resolved (:meth:`_waits`).
+        once that round is resolved (:meth:`_waits`). A frame numbered as one a gap wrote off comes late
+        and is not applied (:meth:`_on_late`).
 
         After a disconnect, a frame numbered 0 or 1 between rounds is taken as a restart of a version 1
         device (no session; no gap) only when it cannot be the wrap 99999 -> 0: when it is more than
         :data:`RESEND_WINDOW` + 1 numbers after the last one (docs/protocol.md §4, §5)."""
+        if self._is_late(ev):
+            self._on_late(ev)
+            return
         device, seq = ev.device, ev.seq
         self._remember(device, seq, ev)
         last = self._dev_seq.get(device)
@@ -1095,6 +1150,7 @@ class TableMachine:
                      and not self._sessions.get(device)  # a version 2 device announces a restart
                      and (last is None or (seq - last) % SEQ_MODULUS > RESEND_WINDOW + 1))  # no wrap
         gap = last is not None and seq != (last + 1) % SEQ_MODULUS and not restarted  # 99999 -> 0: no gap
+        self._write_off(device, last, seq, restart or restarted)
         if not self._waits(ev, gap, last, restart):
             self._apply_frame(ev, gap, last, restart)
 
