@@ -844,15 +844,22 @@ class App:
             if len(wait.held) < RESEND_WINDOW:
                 return False
             return await self._release_held(device, acks)  # as many as a device can resend: no use waiting
-        if restart:
-            self._waits.pop(device, None)  # a restarted device resends nothing of its old session
+        if restart and not restarting and (failed is not None or wait is not None):
+            # a restarted device resends nothing of its old session: what of it is held back (received
+            # intact, kept, never dropped: docs/protocol.md §3) is applied now, before the restart, the
+            # first with the gap, as when no resend comes (:meth:`_release_held`)
+            await self._release_held(device, acks)
+            if device in self._failed or device in self._waits:  # not journaled: the restart waits too
+                self._keep_held(device, (item,), self._clock())
+                return False
+            wait = None
         ok = await self._apply(TimedInput(ts=now_iso(), event=item))
         if not ok:
             self._fail_frame(device, item)  # nothing after it goes before it
             return False
         self._failed.pop(device, None)
         acks.add(device)
-        if wait is not None and not restart:
+        if wait is not None:  # after a restart that could not be journaled at once: its new frames
             await self._drain(device, acks)
         return True
 
