@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from intake_support import (
@@ -23,6 +24,7 @@ from intake_support import (
 from machine_support import SHOE
 
 from tablesense.daemon.app import App
+from tablesense.daemon.journal import JournalUnwritable
 from tablesense.drivers.events import DeviceIdentity, Heartbeat
 
 
@@ -63,4 +65,33 @@ async def test_frames_of_the_new_session_behind_a_restart_are_applied_in_order(
     assert a._waits == {}
     assert a.last_ack[SHOE] == 2
     assert [c for c, _ in raised(a)].count("SEQUENCE_GAP") == 1
+    assert equals_replay(a)
+
+
+async def test_frames_behind_a_restart_whose_journaling_failed_follow_it(
+        app: tuple[App, Clock], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The restart's identity frame cannot be journaled (a full disk); the device's next frames 1 and 2
+    are held back behind it (received intact). When the identity frame is taken (resent), 1 and 2
+    follow it in order: journaled, acknowledged, not dropped."""
+    a, _ = app
+    await open_coup(a)
+    await feed(a, card(2, "2H"))
+    assert a.journal is not None
+    real = a.journal.append
+    full = True
+
+    def append(inp: Any, emits: Any) -> Any:
+        if full:
+            raise JournalUnwritable("journal .../journal.sqlite: database or disk is full (test)")
+        return real(inp, emits)
+
+    monkeypatch.setattr(a.journal, "append", append)
+    restart = DeviceIdentity(SHOE, 0, "acme", "CS-8", "2.4.1", "SN1", "s2")
+    await feed(a, restart, Heartbeat(SHOE, 1), card(2, "3D"))
+    assert a.machine is not None and a.machine.session(SHOE) == "s1"
+    full = False
+    await feed(a, restart)  # the device resends what no AK covered, the identity frame first
+    assert a.machine is not None and a.machine.session(SHOE) == "s2"
+    assert a.last_ack[SHOE] == 2
+    assert cards_journaled(a) == [(2, "2H"), (2, "3D")]
     assert equals_replay(a)
