@@ -267,7 +267,8 @@ class TableMachine:
         self._dev_state: dict[str, LinkState] = {}
         self._card_devices: dict[str, bool] = {}
         self._was_lost: dict[str, bool] = {}
-        """Devices disconnected since their last event: a restart at sequence 1 between rounds is no gap."""
+        """Devices disconnected since their last event: a version 1 device's restart at sequence 0 or 1
+        between rounds is no gap when it cannot be the wrap (:meth:`_on_device_event`)."""
         self._written_off: dict[str, set[int]] = {}
         """Per device, the numbers a sequence gap skipped (given up as lost) among the last
         :data:`RESEND_WINDOW` numbers of its current session: a frame that comes with one of them later is a
@@ -1123,8 +1124,8 @@ class TableMachine:
         what = "a card frame" if isinstance(ev, _CARD_EVENTS) else "a frame"
         self._alarm(AlarmCode.SEQUENCE_GAP, f"device {device}: {what} numbered {seq} came late, after the "
                     f"frames behind it were taken with the gap; not applied (the device is at sequence "
-                    f"{self._dev_seq.get(device)}): if it carried the lost card, enter it unless entered "
-                    "already", device=device, hold=False, subject=("late", seq))
+                    f"{self._dev_seq.get(device)}; the frame is in the journal): if it carried the lost "
+                    "card, enter it unless entered already", device=device, hold=False, subject=("late", seq))
 
     def _on_device_event(self, ev: DeviceEvent) -> None:
         """A device frame: its bookkeeping (the frames it may resend, its number, its session, a sequence
