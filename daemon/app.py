@@ -505,7 +505,10 @@ class App:
                            instance=self.instance, epoch=self.journal.epoch,
                            on_duplicate=self._on_duplicate)
         for name, dev in cfg.devices.items():
-            self.links[name] = DeviceLink(name, dev.url, dev.protocol, baud=dev.baud, queue=self.queue)
+            # a link that stays stale is reopened (docs/configuration.md "stale_reconnect"): a half-open
+            # socket:// connection never errors, and the table would wait for that device forever
+            self.links[name] = DeviceLink(name, dev.url, dev.protocol, baud=dev.baud, queue=self.queue,
+                                          stale_reconnect=dev.reopen_stale_after())
         log.info("daemon_opened", game=cfg.game, journal=str(self.journal.path), devices=list(cfg.devices),
                  broker=f"{settings.host}:{settings.port}", pending=self.journal.pending_count())
 

@@ -50,8 +50,10 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_MONEY",
     "MAX_SESSION_EXPIRY",
+    "MAX_STALE_RECONNECT",
     "RATE_TEXT",
     "SIGNAGE_LANGUAGES",
+    "SOCKET_STALE_RECONNECT",
     "BlackjackConfig",
     "BurnConfig",
     "CommissionConfig",
@@ -87,6 +89,16 @@ MAX_MONEY = MAX_AMOUNT
 tablesense publishes stays exact for JSON consumers that read numbers as IEEE doubles (JavaScript). A
 wager's ``max`` is bounded further so that its win at its largest odds is too
 (:func:`daemon.rules.money.max_stake`)."""
+
+SOCKET_STALE_RECONNECT = 5.0
+"""Default ``[devices.<name>] stale_reconnect`` (seconds) for ``socket://`` devices: with the link's
+``stale_after`` of 5 s, a TCP connection that has carried no valid frame for 10 s (five heartbeat periods:
+a device sends ``HB`` after 2 s of quiet, docs/protocol.md §3) is closed and reopened. A half-open
+connection (a firewall, NAT or bridge restarted between host and device server) never errors, so without
+this the table would wait for that device forever."""
+
+MAX_STALE_RECONNECT = 3600.0
+"""The largest ``stale_reconnect`` accepted (seconds)."""
 
 MAX_SESSION_EXPIRY = 0xFFFFFFFF
 """MQTT 5 Session Expiry Interval is a four-byte integer (MQTT 5.0 §3.1.2.11.2); 0xFFFFFFFF = never."""
@@ -145,12 +157,30 @@ class SpotConfig(_Strict, frozen=True):
 
 class DeviceConfig(_Strict, frozen=True):
     """A device: pyserial URL (``/dev/ttyUSB0``, ``socket://host:port``, ``usb:VID:PID``), codec name,
-    baud rate, and role (``shoe`` or ``pads``)."""
+    baud rate, role (``shoe`` or ``pads``), and when a stale link is reopened (docs/configuration.md
+    "[devices.<name>]", docs/devices.md).
+
+    Attributes:
+        stale_reconnect: seconds (0-3600) a link may stay ``stale`` (no valid frame for the link's
+            ``stale_after``, 5 s; devices send a heartbeat after 2 s of quiet, docs/protocol.md §3) before
+            its connection is closed and reopened; ``0`` = never. Absent: :data:`SOCKET_STALE_RECONNECT`
+            for a ``socket://`` URL (a half-open TCP connection never errors), never for others. Read it
+            through :meth:`reopen_stale_after`.
+    """
 
     url: str
     role: Literal["shoe", "pads"]
     protocol: str = "tsref"
     baud: int = 115200
+    stale_reconnect: float | None = None
+
+    def reopen_stale_after(self) -> float | None:
+        """Seconds spent ``stale`` before the link is reopened (``DeviceLink``'s ``stale_reconnect``), or
+        ``None`` for never: the configured value (``0`` = never), else :data:`SOCKET_STALE_RECONNECT` for
+        ``socket://`` and ``None`` for every other URL."""
+        if self.stale_reconnect is None:
+            return SOCKET_STALE_RECONNECT if self.url.startswith("socket://") else None
+        return float(self.stale_reconnect) or None
 
 
 class TlsConfig(_Strict, frozen=True):
@@ -1001,6 +1031,9 @@ def _validate_devices(cfg: TableConfig) -> None:
             raise _err(f"{key}.protocol", str(exc)) from None
         if not 50 <= d.baud <= 4_000_000:
             raise _err(f"{key}.baud", f"{d.baud} is not a baud rate")
+        if d.stale_reconnect is not None and not 0 <= d.stale_reconnect <= MAX_STALE_RECONNECT:
+            raise _err(f"{key}.stale_reconnect", f"{d.stale_reconnect:g} must be 0 (never) to "
+                                                 f"{MAX_STALE_RECONNECT:g} seconds")
         if d.role == "shoe":
             shoes.append(name)
     if len(shoes) > 1:
