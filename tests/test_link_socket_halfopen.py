@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 from e2e_support import TABLESENSE, Recorder
-from link_support import wait_until
+from link_support import running_link, wait_until
 
 from tablesense.daemon.broker import MosquittoBroker
 from tablesense.daemon.config import SOCKET_STALE_RECONNECT, ConfigError, parse_config
@@ -29,6 +30,7 @@ from tablesense.drivers.events import (
     CardDrawn,
     DealerButton,
     DeviceIdentity,
+    LinkState,
     ShoeStatus,
     ShoeStatusKind,
     SpotChanged,
@@ -69,6 +71,28 @@ def test_bad_stale_reconnect_is_one_clear_line(value: str) -> None:
         parse_config(_config("socket://127.0.0.1:4001", f"stale_reconnect = {value}\n"))
     text = str(info.value)
     assert "\n" not in text and text.startswith("devices.shoe.stale_reconnect: ")
+
+
+# ---------------------------------------------------------------------------------------- keepalive
+
+
+async def test_socket_transport_turns_on_tcp_keepalive() -> None:
+    """A peer that vanishes without FIN or RST is found by the kernel (keepalive, user timeout)."""
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with running_link(f"socket://127.0.0.1:{port}") as rec:
+            await wait_until(lambda: rec.link.state is LinkState.ONLINE, "the link online")
+            transport = rec.link._transport
+            assert transport is not None
+            sock = transport._transport.get_extra_info("socket")  # type: ignore[attr-defined]
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            if hasattr(socket, "TCP_KEEPIDLE"):
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) <= 60
+            if hasattr(socket, "TCP_USER_TIMEOUT"):
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) > 0
+    finally:
+        server.close()
 
 
 # ------------------------------------------------------------------------------------- end to end

@@ -6,7 +6,13 @@
   ``exclusive=True`` (flock), so
   a second reader fails fast with "busy" instead of both receiving half the bytes (pyserial ``exclusive``).
 * ``socket://host:port`` (a serial device server in raw TCP mode): pyserial-asyncio-fast special-cases it
-  and uses ``loop.create_connection``.
+  and uses ``loop.create_connection``. The socket gets TCP keepalive (:func:`_tcp_keepalive`: probes
+  after :data:`KEEPALIVE_IDLE` s idle, every :data:`KEEPALIVE_INTERVAL` s, :data:`KEEPALIVE_PROBES`
+  unanswered = dead) and a ``TCP_USER_TIMEOUT`` of :data:`USER_TIMEOUT` s for data sent but never
+  acknowledged, so a peer that vanished without FIN or RST ends the connection (``LinkLost``) instead of
+  leaving it half-open forever. A path that still carries TCP but no device bytes (a proxy or device
+  server that lost the serial side) is caught above, by the link's ``stale_reconnect``
+  (docs/devices.md).
 
 How an unplug shows up: pyserial raises ``SerialException`` ("device reports
 readiness to read but returned no data" or "read failed: [Errno 5]"); pyserial-asyncio-fast closes the
@@ -26,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import socket
 import urllib.parse
 
 import serial
@@ -34,9 +41,37 @@ import serial_asyncio_fast
 from tablesense.drivers.transports.base import LinkLost, OpenError, describe_os_error
 from tablesense.drivers.waits import wait_at_most
 
-__all__ = ["SerialLink", "open_serial"]
+__all__ = ["KEEPALIVE_IDLE", "KEEPALIVE_INTERVAL", "KEEPALIVE_PROBES", "USER_TIMEOUT", "SerialLink",
+           "open_serial"]
 
 _CLOSE_TIMEOUT = 5.0
+
+KEEPALIVE_IDLE = 10
+"""Seconds a ``socket://`` connection may be idle before the first TCP keepalive probe."""
+KEEPALIVE_INTERVAL = 5
+"""Seconds between TCP keepalive probes."""
+KEEPALIVE_PROBES = 3
+"""Unanswered keepalive probes after which the kernel drops the connection (about 25 s in all)."""
+USER_TIMEOUT = 25
+"""Seconds sent data may stay unacknowledged before the kernel drops the connection (``TCP_USER_TIMEOUT``,
+RFC 5482; keepalive probes are not sent while data is outstanding)."""
+
+
+def _tcp_keepalive(transport: asyncio.BaseTransport) -> None:
+    """Turn on TCP keepalive and the user timeout (see the module docstring) on the socket of a
+    ``socket://`` transport. Options the platform lacks are skipped; an ``OSError`` from one is ignored
+    (the link's ``stale_reconnect`` still reopens a silent connection)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL),
+                        ("TCP_KEEPCNT", KEEPALIVE_PROBES), ("TCP_USER_TIMEOUT", USER_TIMEOUT * 1000)):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    for level, option, value in options:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(level, option, value)
 
 
 class _Pipe(asyncio.Protocol):
@@ -180,5 +215,7 @@ async def open_serial(url: str, *, baud: int = 9600, open_timeout: float = 10.0)
     except ValueError as exc:  # bad baud rate or URL options
         raise OpenError(url, str(exc), "bad_url") from exc
     assert pipe is not None
+    if is_socket:
+        _tcp_keepalive(transport)
     _quiet_fatal_errors(transport, pipe)
     return SerialLink(transport, pipe, description)
