@@ -91,11 +91,11 @@ wager's ``max`` is bounded further so that its win at its largest odds is too
 (:func:`daemon.rules.money.max_stake`)."""
 
 SOCKET_STALE_RECONNECT = 5.0
-"""Default ``[devices.<name>] stale_reconnect`` (seconds) for ``socket://`` devices: with the link's
-``stale_after`` of 5 s, a TCP connection that has carried no valid frame for 10 s (five heartbeat periods:
-a device sends ``HB`` after 2 s of quiet, docs/protocol.md §3) is closed and reopened. A half-open
-connection (a firewall, NAT or bridge restarted between host and device server) never errors, so without
-this the table would wait for that device forever."""
+"""Default ``[devices.<name>] stale_reconnect`` (seconds) for ``socket://`` and ``rfc2217://`` devices:
+with the link's ``stale_after`` of 5 s, a TCP connection that has carried no valid frame for 10 s (five
+heartbeat periods: a device sends ``HB`` after 2 s of quiet, docs/protocol.md §3) is closed and reopened.
+A half-open connection (a firewall, NAT or bridge restarted between host and device server) never errors,
+so without this the table would wait for that device forever."""
 
 MAX_STALE_RECONNECT = 3600.0
 """The largest ``stale_reconnect`` accepted (seconds)."""
@@ -164,7 +164,8 @@ class DeviceConfig(_Strict, frozen=True):
         stale_reconnect: seconds (0-3600) a link may stay ``stale`` (no valid frame for the link's
             ``stale_after``, 5 s; devices send a heartbeat after 2 s of quiet, docs/protocol.md §3) before
             its connection is closed and reopened; ``0`` = never. Absent: :data:`SOCKET_STALE_RECONNECT`
-            for a ``socket://`` URL (a half-open TCP connection never errors), never for others. Read it
+            for a ``socket://`` or ``rfc2217://`` URL (a half-open TCP connection never errors), never
+            for others. Read it
             through :meth:`reopen_stale_after`.
     """
 
@@ -177,9 +178,9 @@ class DeviceConfig(_Strict, frozen=True):
     def reopen_stale_after(self) -> float | None:
         """Seconds spent ``stale`` before the link is reopened (``DeviceLink``'s ``stale_reconnect``), or
         ``None`` for never: the configured value (``0`` = never), else :data:`SOCKET_STALE_RECONNECT` for
-        ``socket://`` and ``None`` for every other URL."""
+        the TCP URLs ``socket://`` and ``rfc2217://`` and ``None`` for every other URL."""
         if self.stale_reconnect is None:
-            return SOCKET_STALE_RECONNECT if self.url.startswith("socket://") else None
+            return SOCKET_STALE_RECONNECT if self.url.startswith(("socket://", "rfc2217://")) else None
         return float(self.stale_reconnect) or None
 
 

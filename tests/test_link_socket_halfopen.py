@@ -56,6 +56,8 @@ def test_socket_devices_are_reopened_by_default_others_never() -> None:
     cfg = parse_config(_config("socket://127.0.0.1:4001"))
     assert cfg.devices["shoe"].reopen_stale_after() == SOCKET_STALE_RECONNECT > 0
     assert cfg.devices["pads"].reopen_stale_after() is None  # a serial path errors on unplug
+    rfc2217 = parse_config(_config("rfc2217://127.0.0.1:4001"))  # TCP as well: half-open never errors
+    assert rfc2217.devices["shoe"].reopen_stale_after() == SOCKET_STALE_RECONNECT
 
 
 def test_stale_reconnect_key_sets_or_disables_the_reopen() -> None:
