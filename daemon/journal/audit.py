@@ -182,7 +182,7 @@ def _check(conn: sqlite3.Connection, key: bytes, path: Path, report: AuditReport
         if current != block.link_after:
             raise JournalDamaged(f"journal {path}: {block.label}: its rows do not end at the block's sealed "
                                  "link (a row removed or altered at its end, or the link altered)")
-        bk._check_order(block, rows)
+        bk._check_order(block, rows, meta.created_at)
         for row in rows:
             report.entries += not isinstance(row, MessageRow)
             if isinstance(row, MessageRow):

@@ -8,7 +8,9 @@ Nothing read from the file is trusted before it is checked against the key:
   HMAC and that the journal was sealed with this key;
 * rows are read a whole block at a time and :func:`verified_rows` recomputes the block's chain from the
   link before it to the link after it (or to the sealed head for the open block at the end): a changed,
-  missing, added or reordered row fails, and the stored 4-byte hints name the first row that fails.
+  missing, added or reordered row fails, and the stored 4-byte hints name the first row that fails;
+  the columns of ``blocks`` the chain does not cover (the round a block completed, its start and end
+  times) are checked against those verified rows (:func:`check_block_facts`).
 
 The schema (version 2) is :data:`DDL`. Tables: ``meta`` and ``state`` (one row each), ``blocks`` (one
 row per closed block: its entry and ``seq`` ranges, the round it completed, its two links, the archive
@@ -35,7 +37,9 @@ from tablesense.daemon.journal.key import key_id
 from tablesense.daemon.journal.seal import (
     HINT_BYTES,
     InputRow,
+    MarkRow,
     MessageRow,
+    PruneRow,
     Row,
     decode_row,
     decode_rows,
@@ -46,10 +50,12 @@ from tablesense.daemon.journal.seal import (
     seal,
     unpack_unit,
 )
+from tablesense.daemon.messages import FloorRound
 
 __all__ = [
     "BLOCK_COLS",
     "DDL",
+    "ROUND_COMPLETE_SCHEMAS",
     "SCHEMA_NAMES",
     "SCHEMA_VERSION",
     "Block",
@@ -62,6 +68,7 @@ __all__ = [
     "archive_rows",
     "block_of_entry",
     "blocks_after",
+    "check_block_facts",
     "encode_state",
     "meta_bytes",
     "open_block",
@@ -72,6 +79,10 @@ __all__ = [
     "state_seal",
     "verified_rows",
 ]
+
+ROUND_COMPLETE_SCHEMAS = frozenset({str(FloorRound.__struct_config__.tag)})
+"""Message schemas that mark their round complete (the floor record is published once a round ends): the
+block of the input that emits one is closed, labelled with its ``(shoe, round)``."""
 
 SCHEMA_VERSION = 2
 """``PRAGMA user_version`` of a sealed journal (version 1 was the unsealed CRC-32 journal)."""
@@ -572,9 +583,11 @@ def verified_rows(conn: sqlite3.Connection, key: bytes, block: Block, cache: Uni
     """The block's rows in chain order, decoded, after recomputing its chain.
 
     Checks: the rows' entry ids and seqs are exactly the block's ranges, in chain order, and the chain
-    from ``link_before`` over every row ends at ``link_after``. Raises :class:`JournalDamaged` naming the
-    first row whose link differs from its stored hint (the first row altered, inserted or removed), or
-    the block when only its closing link differs."""
+    from ``link_before`` over every row ends at ``link_after``, and a closed block's round and times match
+    its rows (:func:`check_block_facts`; block 1's start is read from ``meta``). Raises
+    :class:`JournalDamaged` naming the first row whose link differs from its stored hint (the first row
+    altered, inserted or removed), or the block when only its closing link differs, or its altered
+    round or times."""
     blobs, hints, decoded = _block_contents(conn, block, cache)
     if len(hints) != HINT_BYTES * len(blobs):
         raise JournalDamaged(f"{block.label}: {len(blobs)} rows but {len(hints) // HINT_BYTES} hints")
@@ -592,11 +605,83 @@ def verified_rows(conn: sqlite3.Connection, key: bytes, block: Block, cache: Uni
         raise JournalDamaged(f"{block.label}: its rows do not end at the block's sealed link (a row removed "
                              "or altered at its end, or the link itself altered)")
     rows = decoded if decoded is not None else decode_rows(blobs, block.label)
-    _check_order(block, rows)
+    created_at: str | None = None
+    if block.id == 1 and not block.is_open:
+        meta = conn.execute("SELECT created_at FROM meta WHERE id = 1").fetchone()
+        created_at = str(meta[0]) if meta is not None else None
+    _check_order(block, rows, created_at)
     return rows
 
 
-def _check_order(block: Block, rows: list[Row]) -> None:
+class _RoundOf(msgspec.Struct):
+    """The fields of a message payload (JSON) that say which round it completes."""
+
+    schema: str = ""
+    shoe: Any = None
+    round: Any = None
+
+
+_ROUND_OF = msgspec.json.Decoder(_RoundOf)
+
+
+def _closing_round(row: MessageRow) -> tuple[Any, Any] | None:
+    """``(shoe, round)`` when ``row`` is a round-complete message (:data:`ROUND_COMPLETE_SCHEMAS`) of a
+    round, else ``None`` (as the writer labels the block its input closes)."""
+    try:
+        msg = _ROUND_OF.decode(row.payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if msg.schema not in ROUND_COMPLETE_SCHEMAS or msg.round is None or msg.round == "" \
+            or isinstance(msg.round, bool):
+        return None
+    return msg.shoe, msg.round
+
+
+def check_block_facts(block: Block, rows: list[Row], created_at: str | None) -> None:
+    """Check a closed block's unsealed columns against its verified ``rows`` (chain order); raise
+    :class:`JournalDamaged` when they differ (changed in the file without the key).
+
+    The writer derives them from the rows (docs/journal.md "Blocks"): ``shoe`` and ``round`` from the
+    round-complete message of the block's last entry (``None`` for a block closed by size or by a prune or
+    mark entry); ``ended_ts`` is the ``ts`` of the last entry; ``started_ts`` is the ``ts`` of the first
+    entry (of the input after it when the first is a mark entry written with that input), and for block 1
+    the journal's creation time ``created_at`` (``None``: not checked). Retention by age and by round
+    count and recall by round rely on these columns, so they are trusted only once checked here. The
+    open block is not checked (its facts are in the sealed state)."""
+    if block.is_open:
+        return
+    last: InputRow | MarkRow | PruneRow | None = None
+    closing: tuple[Any, Any] | None = None
+    starts: list[str] = []
+    for row in rows:
+        if isinstance(row, MessageRow):
+            if isinstance(last, InputRow):
+                key = _closing_round(row)
+                if key is not None:
+                    closing = key
+            continue
+        last, closing = row, None
+        if len(starts) < 2 and (not starts or isinstance(rows[0], MarkRow)):
+            starts.append(row.ts)
+    if last is None:
+        raise JournalDamaged(f"{block.label}: holds no entry")
+    problems = []
+    if (block.shoe, block.round) != (closing or (None, None)):
+        shown = "none" if closing is None else f"{closing[0]}-{closing[1]}"
+        problems.append(f"round {block.shoe}-{block.round} recorded, its rows complete {shown}")
+    if block.ended_ts != last.ts:
+        problems.append(f"ended {block.ended_ts!r} recorded, its last entry is of {last.ts!r}")
+    if block.id == 1:
+        if created_at is not None and block.started_ts != created_at:
+            problems.append(f"started {block.started_ts!r} recorded, the journal was created {created_at!r}")
+    elif block.started_ts not in starts:
+        problems.append(f"started {block.started_ts!r} recorded, its first entry is of {starts[0]!r}")
+    if problems:
+        raise JournalDamaged(f"{block.label}: {'; '.join(problems)} (the block's round or times altered "
+                             "without the key)")
+
+
+def _check_order(block: Block, rows: list[Row], created_at: str | None = None) -> None:
     entry, seq = block.id - 1, block.first_seq - 1
     current_input: int | None = None
     for row in rows:
@@ -612,3 +697,4 @@ def _check_order(block: Block, rows: list[Row]) -> None:
     if entry != block.last_entry or seq != block.last_seq:
         raise JournalDamaged(f"{block.label}: holds entries to {entry} and seq to {seq}, not "
                              f"{block.last_entry} and {block.last_seq}")
+    check_block_facts(block, rows, created_at)

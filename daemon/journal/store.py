@@ -85,7 +85,7 @@ LOCK_FILE = "journal.lock"
 MIN_RETENTION_ROUNDS = 10
 """Game recall keeps the current round and at least the 9 before it (AGCO "most recent game plus 9
 prior", Fla. Admin. Code 75-14.043 "last 10 games")."""
-ROUND_COMPLETE_SCHEMAS = frozenset({str(FloorRound.__struct_config__.tag)})
+ROUND_COMPLETE_SCHEMAS = bk.ROUND_COMPLETE_SCHEMAS
 """Message schemas that mark their round complete (the floor record is published once a round ends)."""
 
 MARK_BATCH = 256
@@ -1670,12 +1670,17 @@ class Journal:
 
     def _apply_retention(self, now: datetime) -> Generator[str | None, None, int]:
         """Delete blocks retention no longer needs, oldest first, whole archive units only, at most
-        at most :data:`PRUNE_BATCH` blocks (one unit) per locked transaction. A generator of steps (one
-        transaction each); returns the rows deleted."""
+        at most :data:`PRUNE_BATCH` blocks (one unit) per locked transaction. A block is chosen on the
+        word of its unsealed columns (``ended_ts``, ``round``): before it is deleted its rows are verified
+        and those columns checked against them (:func:`~daemon.journal.blocks.check_block_facts`, a block
+        per step); altered ones raise :class:`JournalDamaged` and nothing is deleted. A generator of steps
+        (one transaction or one block's check each); returns the rows deleted."""
         deleted = 0
+        checked: set[Block] = set()  # blocks whose round and times were checked against their rows
         while not self._stopping.is_set():
             if self._state.last_seq - self._state.delivered > LONG_PENDING:
                 yield OFF_LOOP
+            unchecked: list[Block] = []
             with self._lock:
                 conn = self._db()
                 state = self._state
@@ -1692,11 +1697,23 @@ class Journal:
                         doomed, reason = self._doomed(conn, upper, None, keep), "size"
                     if not doomed:
                         return deleted
-                    deleted += self._delete_blocks(conn, state, doomed, reason)
+                    unchecked = [b for b in doomed if b not in checked]
+                    if not unchecked:
+                        deleted += self._delete_blocks(conn, state, doomed, reason)
                 except sqlite3.Error as exc:
                     with contextlib.suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
                     raise classify_sqlite_error(exc, "prune") from None
+            if unchecked:  # chosen on the word of unsealed columns: check them first, a block per step
+                for block in unchecked:
+                    with self._lock:
+                        try:
+                            bk.verified_rows(self._db(), self._key, block, self._units)
+                        except sqlite3.Error as exc:
+                            raise classify_sqlite_error(exc, "prune") from None
+                    checked.add(block)
+                    yield None
+                continue  # choose again: delete what is still doomed once all of it is checked
             yield None
             if reason == "size":  # give the space back before measuring again
                 yield from self._vacuum()
