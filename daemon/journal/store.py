@@ -122,6 +122,9 @@ baccarat unit is 0.6-1.0 MB, growing with the shoe's scoreboard, and compresses 
 _YIELD_ROWS = 32
 """Rows a maintenance loop handles between two looks for appends in flight (:meth:`_after_appends`)."""
 
+_WAL_MAGIC = (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83")
+"""The first 4 bytes of a WAL file (https://www.sqlite.org/fileformat.html#wal_file_format)."""
+
 HEAD_MAGIC = b"TSJ2"
 HEAD_RECORD_BYTES = 4 + 8 + 8 + 8 + 32 + 32
 """The head record in ``journal.lock``: magic, epoch, entry, last seq, chain head, seal."""
@@ -467,6 +470,10 @@ class Journal:
         self._unacked: set[int] = set()
         self._db_id: tuple[int, int] | None = None
         self._wal_id: tuple[int, int] | None = None
+        self._wal_size = 0
+        """The WAL's size after this writer's latest write: only a checkpoint of ours may shrink it."""
+        self._wal_lost = False
+        """The WAL was truncated under this writer: its frames are gone and must never be checkpointed."""
         self._broken: str | None = None
         try:
             self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # created private (see _open)
@@ -567,6 +574,7 @@ class Journal:
         self._db_name, self._wal_name = str(self.path), str(self._wal_path)
         self._db_id = self._file_id(self._db_name)
         self._wal_id = self._file_id(self._wal_name)
+        self._note_wal()
 
     def _configure(self, conn: sqlite3.Connection) -> None:
         """The writer connection's settings: every commit fsynced; no automatic checkpoint in the commit
@@ -712,12 +720,55 @@ class Journal:
         check_head_record(data, self._key, header.meta.epoch if header else None,
                           header.state if header else None, f"journal {self.path}")
 
+    def _note_wal(self) -> None:
+        """Remember the WAL's size after a write of ours (0 when there is none), for :meth:`_check_wal`."""
+        try:
+            self._wal_size = os.stat(self._wal_name).st_size
+        except OSError:
+            self._wal_size = 0
+
+    def _check_wal(self) -> None:
+        """Before writing: the WAL was not truncated in place (same file, so :meth:`_check_files`' device
+        and inode comparison cannot tell). Only this writer's own writes and checkpoints change its size
+        (a reader or a passive checkpoint never shrinks it), so a WAL smaller than after our latest write,
+        or one whose header no longer starts with the WAL magic (truncated, then written past the hole:
+        https://www.sqlite.org/fileformat.html#the_write_ahead_log), lost committed frames. Writing on
+        would commit (and acknowledge) rows into a WAL SQLite can no longer read, and a checkpoint would
+        copy the hole into the journal file; so it raises :class:`JournalDamaged`, every later write too,
+        and :meth:`close` keeps the damaged WAL out of the journal file (docs/journal.md "Lost rows")."""
+        if self._broken is not None:
+            raise JournalDamaged(self._broken)
+        try:
+            size = os.stat(self._wal_name).st_size
+        except OSError:
+            return  # deleted: _check_files recovers it
+        problem: str | None = None
+        if size < self._wal_size:
+            problem = f"shrank from {self._wal_size} to {size} bytes"
+        elif size >= 4:
+            try:
+                with open(self._wal_name, "rb") as f:
+                    magic = f.read(4)
+            except OSError:
+                return
+            if magic not in _WAL_MAGIC:
+                problem = "lost its header"
+        if problem is None:
+            return
+        self._wal_lost = True
+        self._broken = (f"journal {self.path}: its WAL file was truncated while tablesense was running "
+                        f"({problem}): the committed rows it held since the last checkpoint are lost; "
+                        "nothing more is journaled (restart tablesense; the journal file keeps the rows "
+                        "checkpointed before)")
+        raise JournalDamaged(self._broken)
+
     def _check_files(self, conn: sqlite3.Connection) -> None:
         """Before writing: the journal file and its WAL are still the ones opened. A deleted or replaced
         WAL (whose committed rows SQLite still reaches through its open descriptor) is checkpointed into
         the journal file at once, so nothing is lost, and the connection is reopened; the write that
         found it raises :class:`JournalDamaged` so the failure is alarmed. A deleted or replaced journal
-        file cannot be recovered here: every later write raises."""
+        file cannot be recovered here: every later write raises. A WAL truncated in place cannot be
+        recovered either (:meth:`_check_wal`): every later write raises."""
         if self._broken is not None:
             raise JournalDamaged(self._broken)
         if self._file_id(self._db_name) != self._db_id:
@@ -733,6 +784,7 @@ class Journal:
             self._wal_id = wal
             return
         if wal == self._wal_id:
+            self._check_wal()
             if st is not None and st.st_size > WAL_CHECKPOINT_AT:  # maintenance is not running
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
@@ -754,6 +806,7 @@ class Journal:
                             "could not be saved: nothing more is journaled")
             raise JournalDamaged(self._broken)
         self._wal_id = self._file_id(self._wal_path)
+        self._note_wal()
         raise JournalDamaged(f"journal {self.path}: its WAL file was deleted or replaced while tablesense "
                              f"was running; the committed rows were saved into the journal file (checkpoint "
                              f"{tuple(saved) if saved else ''}) and the journal reopened; this input was not "
@@ -795,6 +848,7 @@ class Journal:
                                       for b in blocks])
                 conn.execute("UPDATE state SET data = ?, seal = ? WHERE id = 1", (data, sealed))
                 conn.execute("COMMIT")
+                self._note_wal()
             finally:
                 if not synchronous:
                     conn.execute("PRAGMA synchronous=FULL")
@@ -1479,6 +1533,8 @@ class Journal:
         :class:`JournalDamaged` as an append does."""
         if self._stopping.is_set():
             return
+        with self._lock:  # a WAL truncated under us is never copied into the journal file (_check_wal)
+            self._check_wal()
         try:
             side = sqlite3.connect(self._db_name, timeout=1.0, isolation_level=None)
             try:
@@ -1585,6 +1641,7 @@ class Journal:
                        what: str) -> None:
         """Run ``statements`` (SQL, parameter rows) in one transaction committed without an fsync of its
         own (maintenance: redone if lost; the next append's fsync makes it durable). Call with the lock."""
+        self._check_wal()
         try:
             conn.execute("PRAGMA synchronous=NORMAL")
             try:
@@ -1592,6 +1649,7 @@ class Journal:
                 for sql, params in statements:
                     conn.executemany(sql, params)
                 conn.execute("COMMIT")
+                self._note_wal()
             finally:
                 conn.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as exc:
@@ -1756,6 +1814,7 @@ class Journal:
         new_state, block = self._after_batch(state, batch, ts, None)
         data = bk.encode_state(new_state)
         rows = 0
+        self._check_wal()
         conn.execute("PRAGMA synchronous=NORMAL")
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -1778,6 +1837,7 @@ class Journal:
             conn.execute("UPDATE state SET data = ?, seal = ? WHERE id = 1",
                          (data, bk.state_seal(self._key, self._meta, data)))
             conn.execute("COMMIT")
+            self._note_wal()
         finally:
             conn.execute("PRAGMA synchronous=FULL")
         self._committed(new_state, ())
@@ -1794,11 +1854,13 @@ class Journal:
                 try:
                     if int(conn.execute("PRAGMA freelist_count").fetchone()[0]) == 0:
                         return
+                    self._check_wal()
                     conn.execute("PRAGMA synchronous=NORMAL")
                     try:
                         # stepped to completion by executescript: execute() steps the pragma once, and
                         # each step frees ONE page (so 64 steps were needed for what is one step here)
                         conn.executescript(f"PRAGMA incremental_vacuum({VACUUM_STEP})")
+                        self._note_wal()
                     finally:
                         conn.execute("PRAGMA synchronous=FULL")
                 except sqlite3.Error as exc:
@@ -1818,6 +1880,9 @@ class Journal:
 
     def _release(self) -> None:
         if self._conn is not None:
+            if self._wal_lost:  # closing checkpoints: with the WAL emptied its frames read short and the
+                with contextlib.suppress(OSError):  # checkpoint stops before writing any (the journal
+                    os.truncate(self._wal_name, 0)  # file keeps what was checkpointed before)
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
             self._conn = None
