@@ -134,7 +134,7 @@ def _check(conn: sqlite3.Connection, key: bytes, path: Path, report: AuditReport
     meta, state = header.meta, header.state
     report.table, report.epoch = meta.table, meta.epoch
     report.chain_seq, report.chain_head = state.last_seq, state.head.hex()
-    _check_lock_file(path.parent / LOCK_FILE, key, meta.epoch, state)
+    _check_lock_file(path.parent / LOCK_FILE, key, meta.epoch, state, conn)
     beyond = bk.rows_beyond_head(conn, state, str(path))
     if beyond is not None:
         raise JournalDamaged(beyond)
@@ -211,13 +211,13 @@ def _check(conn: sqlite3.Connection, key: bytes, path: Path, report: AuditReport
                              "pending nor acknowledged by a sealed mark: marked delivered without the key")
 
 
-def _check_lock_file(lock: Path, key: bytes, epoch: str, state: bk.State) -> None:
+def _check_lock_file(lock: Path, key: bytes, epoch: str, state: bk.State, conn: sqlite3.Connection) -> None:
     try:
         with open(lock, "rb") as f:
             data = f.read(HEAD_RECORD_BYTES)
     except OSError:
         return
-    check_head_record(data, key, epoch, state, f"journal {lock.parent / JOURNAL_FILE}")
+    check_head_record(data, key, epoch, state, f"journal {lock.parent / JOURNAL_FILE}", conn)
 
 
 @dataclass

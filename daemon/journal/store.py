@@ -56,6 +56,7 @@ from tablesense.daemon.journal.seal import (
     encode_row,
     genesis,
     hint,
+    link,
     pack_unit,
     seal,
 )
@@ -142,12 +143,18 @@ def head_record(key: bytes, epoch: str, state: State) -> bytes:
     return body + seal(key, b"tablesense journal head", body)
 
 
-def check_head_record(data: bytes, key: bytes, epoch: str | None, state: State | None, where: str) -> None:
+def check_head_record(data: bytes, key: bytes, epoch: str | None, state: State | None, where: str,
+                      conn: sqlite3.Connection | None = None) -> None:
     """Raise :class:`JournalDamaged` when the head record ``data`` (read from ``journal.lock``) was sealed
     with this table's key and does not match the journal: ahead of ``state`` (committed rows lost: the WAL
     deleted, the file restored from an older copy), of another journal (``epoch`` differs: the file was
-    replaced), or of a journal that is gone (``state`` ``None``: the file was deleted or emptied). A
-    missing or unreadable record, or one sealed with another key, says nothing and passes."""
+    replaced), or of a journal that is gone (``state`` ``None``: the file was deleted or emptied); and,
+    given the journal's connection ``conn``, when the file is further ahead but its chain does not pass
+    through the recorded head at the recorded entry and seq (the file replaced by a diverged copy of the
+    same journal: a cloned disk, same epoch and key). That check recomputes the one block holding the
+    recorded entry (start-up stays bounded); an entry below the retention base was deleted legitimately
+    and is not checked. A missing or unreadable record, or one sealed with another key, says nothing and
+    passes (docs/journal.md "Lost rows")."""
     if len(data) != HEAD_RECORD_BYTES or not data.startswith(HEAD_MAGIC):
         return
     body, mac = data[:-32], data[-32:]
@@ -171,6 +178,35 @@ def check_head_record(data: bytes, key: bytes, epoch: str | None, state: State |
             f"{where} is behind the last head its writer recorded in {LOCK_FILE} (entry {entry}, seq "
             f"{last_seq}; the file holds entry {state.entry}, seq {state.last_seq}): committed rows were "
             "lost (its WAL file deleted, or the file restored from an older copy)")
+    if conn is not None and entry < state.entry and entry >= state.base:
+        at = _link_after_entry(conn, key, state, entry)
+        if at != (last_seq, head):
+            raise JournalDamaged(
+                f"{where} does not pass through the head its writer recorded in {LOCK_FILE} (entry {entry}, "
+                f"seq {last_seq}; the file holds entry {state.entry}, seq {state.last_seq}): the journal "
+                f"file was replaced by a diverged copy of this journal; {move}")
+
+
+def _link_after_entry(conn: sqlite3.Connection, key: bytes, state: State, entry: int
+                      ) -> tuple[int, bytes] | None:
+    """``(seq, link)`` of the file's chain just after entry ``entry`` and its messages (what the writer's
+    head was when it committed it), recomputed over the block holding it; ``None`` when no block does."""
+    block = bk.block_of_entry(conn, state, entry)
+    if block is None:
+        return None
+    blobs, _ = bk.block_blobs(conn, block)
+    current, seq = block.link_before, block.first_seq - 1
+    found: tuple[int, bytes] | None = None
+    for blob in blobs:
+        row = decode_row(blob, block.label)
+        if isinstance(row, MessageRow):
+            seq = row.seq
+        elif row.entry > entry:
+            break
+        current = link(key, current, blob)
+        if row.entry == entry:
+            found = (seq, current)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -718,7 +754,7 @@ class Journal:
         except OSError:
             return
         check_head_record(data, self._key, header.meta.epoch if header else None,
-                          header.state if header else None, f"journal {self.path}")
+                          header.state if header else None, f"journal {self.path}", self._conn)
 
     def _note_wal(self) -> None:
         """Remember the WAL's size after a write of ours (0 when there is none), for :meth:`_check_wal`."""
