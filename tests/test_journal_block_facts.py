@@ -6,6 +6,7 @@ word (retention by age reads ``ended_ts``, by round count ``round``)."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -130,3 +131,33 @@ def test_honest_retention_by_age_still_deletes(tmp_path: Path) -> None:
     after = held_rounds(tmp_path)
     assert len(after) < len(before)
     assert audit(tmp_path, load_key()).ok
+
+
+def test_retention_by_round_count_does_not_count_a_block_relabelled_as_a_round(tmp_path: Path) -> None:
+    """Retention keeps the latest ``retention_rounds`` blocks labelled with a round: a block closed by
+    size (a long quiet spell) labelled as a round, older than the blocks start-up checks, would make it
+    keep one real round fewer (here: one archive unit, 16 rounds, more deleted)."""
+    t = Traffic()
+    honest, forged = tmp_path / "honest", tmp_path / "forged"
+    with Journal(honest, TABLE, retention_rounds=40) as j:
+        for shoe in range(4):
+            feed(j, t.new_shoe())
+            feed(j, t.quiet(1600 if shoe == 1 else 128))  # shoe 2 opens with blocks closed by size
+            for _ in range(57 if shoe == 0 else 10):
+                feed(j, t.baccarat_round())
+        while rows := j.pending(500):
+            for row in rows:
+                j.mark_delivered(row.row_id)
+        j.flush_marks()
+    shutil.copytree(honest, forged)
+    assert tamper(forged / "journal.sqlite", "UPDATE blocks SET shoe = 2, round = 0 WHERE id = "
+                  "(SELECT max(id) FROM blocks WHERE round IS NULL AND id < (SELECT min(id) FROM blocks "
+                  "WHERE shoe = 2 AND round IS NOT NULL))") == 1
+    with Journal(honest, TABLE, retention_rounds=40) as j:
+        assert j.prune(now=NOW) > 0  # the honest journal: rounds beyond the latest 40 go
+    kept = len(held_rounds(honest))
+    assert kept >= 40
+    with (Journal(forged, TABLE, retention_rounds=40) as j,  # start-up does not reach that block
+          pytest.raises(JournalDamaged, match="altered without the key")):
+        j.prune(now=NOW)
+    assert not audit(forged, load_key()).ok

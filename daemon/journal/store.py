@@ -21,6 +21,7 @@ Only one process may write a journal (an exclusive ``flock`` on ``journal.lock``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import re
@@ -391,6 +392,11 @@ def _window_needed(facts: DeviceFacts, now: dict[str, DeviceFacts]) -> bool:
     return latest is None or latest.frames - facts.frames < RESEND_WINDOW
 
 
+def _unarchived(block: Block | None) -> Block | None:
+    """``block`` as before archiving (archiving changes only its ``unit``)."""
+    return None if block is None else dataclasses.replace(block, unit=0)
+
+
 def _merge_ranges(seqs: Iterable[int]) -> tuple[tuple[int, int], ...]:
     out: list[tuple[int, int]] = []
     for s in sorted(set(seqs)):
@@ -498,6 +504,8 @@ class Journal:
         self._blocks_cache: OrderedDict[int, list[Row]] = OrderedDict()
         self._units = bk.UnitCache()
         self._startup_rows: dict[int, list[Row]] = {}
+        self._facts_checked: dict[int, Block] = {}
+        """Closed blocks whose round and times retention checked against their rows, as they were then."""
         self._facts: dict[str, list[Any]] = {}
         """Each device's :class:`DeviceFacts` (as a list of the fields after ``device``) as of the head."""
         self._marked: dict[int, None] = {}
@@ -1762,15 +1770,26 @@ class Journal:
                            "ORDER BY id DESC LIMIT 1 OFFSET ?", (nth - 1,)).fetchone()
         return int(row[0]) if row is not None else 0
 
+    def _counted_rounds(self, conn: sqlite3.Connection, nth: int) -> list[Block]:
+        """The ``nth`` latest blocks labelled as completing a round (what :meth:`_round_block` counts)."""
+        first = self._round_block(conn, nth)
+        if not first:
+            return []
+        return [bk._block(r) for r in conn.execute(
+            f"SELECT {bk.BLOCK_COLS} FROM blocks INDEXED BY blocks_done WHERE round IS NOT NULL AND id >= ? "
+            "ORDER BY id", (first,)).fetchall()]
+
     def _apply_retention(self, now: datetime) -> Generator[str | None, None, int]:
         """Delete blocks retention no longer needs, oldest first, whole archive units only, at most
-        at most :data:`PRUNE_BATCH` blocks (one unit) per locked transaction. A block is chosen on the
-        word of its unsealed columns (``ended_ts``, ``round``): before it is deleted its rows are verified
-        and those columns checked against them (:func:`~daemon.journal.blocks.check_block_facts`, a block
-        per step); altered ones raise :class:`JournalDamaged` and nothing is deleted. A generator of steps
-        (one transaction or one block's check each); returns the rows deleted."""
+        at most :data:`PRUNE_BATCH` blocks (one unit) per locked transaction. Blocks are chosen on the
+        word of unsealed columns: their ``ended_ts``, and the ``round`` of the latest blocks counted as
+        rounds. Before anything is deleted, the rows of the blocks to delete and of the blocks counted are
+        verified and those columns checked against them (:func:`~daemon.journal.blocks.check_block_facts`,
+        a block per step; a counted block once while its columns stay as checked); altered ones raise
+        :class:`JournalDamaged` and nothing is deleted. A generator of steps (one transaction or one
+        block's check each); returns the rows deleted."""
         deleted = 0
-        checked: set[Block] = set()  # blocks whose round and times were checked against their rows
+        checked = self._facts_checked
         while not self._stopping.is_set():
             if self._state.last_seq - self._state.delivered > LONG_PENDING:
                 yield OFF_LOOP
@@ -1780,20 +1799,26 @@ class Journal:
                 state = self._state
                 try:
                     limit, keep = self._protected(conn, state)
-                    upper = min(limit, self._round_block(conn, self._retention))
+                    nth = self._retention
+                    upper = min(limit, self._round_block(conn, nth))
                     days = None
                     if self._retention_days is not None:
                         oldest = now - timedelta(days=self._retention_days)
                         days = oldest.isoformat().replace("+00:00", "Z")
                     doomed, reason = self._doomed(conn, upper, days, keep), "age"
                     if not doomed and self._max_size is not None and self._used_bytes(conn) > self._max_size:
-                        upper = min(limit, self._round_block(conn, MIN_RETENTION_ROUNDS))
+                        nth = MIN_RETENTION_ROUNDS
+                        upper = min(limit, self._round_block(conn, nth))
                         doomed, reason = self._doomed(conn, upper, None, keep), "size"
                     if not doomed:
                         return deleted
-                    unchecked = [b for b in doomed if b not in checked]
+                    unchecked = [b for b in doomed if checked.get(b.id) != b]
+                    unchecked += [b for b in self._counted_rounds(conn, nth)
+                                  if _unarchived(checked.get(b.id)) != _unarchived(b)]
                     if not unchecked:
                         deleted += self._delete_blocks(conn, state, doomed, reason)
+                        for block in doomed:
+                            checked.pop(block.id, None)
                 except sqlite3.Error as exc:
                     with contextlib.suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
@@ -1805,7 +1830,7 @@ class Journal:
                             bk.verified_rows(self._db(), self._key, block, self._units)
                         except sqlite3.Error as exc:
                             raise classify_sqlite_error(exc, "prune") from None
-                    checked.add(block)
+                    checked[block.id] = block
                     yield None
                 continue  # choose again: delete what is still doomed once all of it is checked
             yield None
