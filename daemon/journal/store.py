@@ -1573,8 +1573,9 @@ class Journal:
         """Copy the WAL into the journal file from a connection of its own, without the journal lock: a
         passive checkpoint never blocks the writer (https://www.sqlite.org/wal.html#ckpt). The writer's
         next commit then restarts the WAL from its beginning. The last part of :meth:`prune`; waits for
-        the disk (an fsync of the journal file). Raises :class:`JournalUnwritable` /
-        :class:`JournalDamaged` as an append does."""
+        the disk (an fsync of the journal file). The lock is held only to check first that the WAL was
+        not truncated under the writer (:meth:`_check_wal`: such a WAL is never copied). Raises
+        :class:`JournalUnwritable` / :class:`JournalDamaged` as an append does."""
         if self._stopping.is_set():
             return
         with self._lock:  # a WAL truncated under us is never copied into the journal file (_check_wal)
