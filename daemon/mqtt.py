@@ -31,8 +31,9 @@ aiomqtt 2.5.1 specifics handled here:
 * reconnect with :class:`~drivers.backoff.Backoff` (exponential, full jitter, at most
   ``backoff_max`` = 5 s by default, so a returning network is used within seconds);
 * the retained ``status`` topic carries ``online``/``offline``/``standby`` with the process's instance
-  id and is also the MQTT will; retained state is republished from the journal on every reconnect,
-  and the command subscription is renewed.
+  id and is also the MQTT will; retained state is republished from the journal on every reconnect
+  (never a message older than the broker acknowledged: docs/mqtt.md, "Retained topics after a
+  reconnect"), and the command subscription is renewed.
 
 Duplicate instance (two live daemons for one table, docs/mqtt.md): the relay subscribes to its own
 table's ``status``. The instance started last keeps the table; the other steps back to ``standby``
@@ -912,6 +913,9 @@ class Relay:
         """Row ids skipped as too large and not yet marked (:meth:`_mark_rows` counts them apart)."""
         self._deferred_marks: list[OutboxRowLike] = []
         """Rows the broker acknowledged, not yet recorded because the journal was busy (row order)."""
+        self._recording: dict[asyncio.Future[tuple[list[JournalError | None], BaseException | None]],
+                              Sequence[OutboxRowLike]] = {}
+        """Acknowledged rows a worker thread is recording now, by recording (:meth:`_mark_rows`)."""
 
     # -- public API ---------------------------------------------------------------------------------
     def notify(self, rows: Sequence[OutboxRowLike] | None = None) -> None:
@@ -1241,8 +1245,7 @@ class Relay:
         self._went_online()
         for m in early:
             self._dispatch(client, m, v5)
-        for row in await asyncio.to_thread(self._journal.retained_latest):
-            await self._publish_row(client, row, mark=False)
+        await self._republish_retained(client)
         tasks = [asyncio.create_task(self._listen(client, v5), name="mqtt-commands"),
                  asyncio.create_task(self._drain(client), name="mqtt-outbox"),
                  asyncio.create_task(self._replayer(client), name="mqtt-replay"),
@@ -1534,7 +1537,12 @@ class Relay:
             self._arm_mark_timer()
             return
         else:
-            results, unexpected = await asyncio.to_thread(mark_all)
+            # shielded and kept in _recording until the thread is done, also when the caller is cancelled:
+            # until then the journal may not know these acknowledgements (_held_retained)
+            recording = asyncio.ensure_future(asyncio.to_thread(mark_all))
+            self._recording[recording] = rows
+            recording.add_done_callback(lambda done: self._recording.pop(done, None))
+            results, unexpected = await asyncio.shield(recording)
         for r, error in zip(rows, results, strict=False):
             if error is not None:
                 self.mark_failures += 1
@@ -1554,6 +1562,35 @@ class Relay:
         self._arm_mark_timer()
         if unexpected is not None:
             raise unexpected
+
+    async def _republish_retained(self, client: _AckClient) -> None:
+        """Publish again the latest delivered message of every retained topic
+        (:meth:`Journal.retained_latest`; a broker restarted without persistence lost them), never an
+        older one than the broker acknowledged: a topic for which the relay holds the acknowledgement of
+        a newer message that the journal may not know yet (:meth:`_held_retained`) is left as the broker
+        has it (docs/mqtt.md, "Retained topics after a reconnect"). Raises ``MqttError`` when the
+        connection fails."""
+        held = self._held_retained()
+        for row in await asyncio.to_thread(self._journal.retained_latest):
+            topic = self.topics.for_channel(_channel_name(row.channel), row.device)
+            if held.get(topic, 0) > row.row_id:
+                log.info("mqtt_retained_not_republished", topic=topic, row=row.row_id, newer=held[topic],
+                         message="the broker acknowledged a newer message on this topic")
+                continue
+            await self._publish_row(client, row, mark=False)
+
+    def _held_retained(self) -> dict[str, int]:
+        """Topic -> highest row id of the retained rows the broker acknowledged whose acknowledgement the
+        relay holds but may not have written to the journal yet: deferred while the journal was busy
+        (:attr:`_deferred_marks`) or being recorded by a worker thread (:attr:`_recording`). The
+        journal's :meth:`~Journal.retained_latest` names an older row for such a topic."""
+        held: dict[str, int] = {}
+        for rows in (self._deferred_marks, *self._recording.values()):
+            for r in rows:
+                if r.retain:
+                    topic = self.topics.for_channel(_channel_name(r.channel), r.device)
+                    held[topic] = max(held.get(topic, 0), r.row_id)
+        return held
 
     def _arm_mark_timer(self) -> None:
         """Write the acknowledgements waiting in memory :data:`SEAL_MARKS_AFTER` seconds after the last
