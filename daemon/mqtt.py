@@ -58,8 +58,11 @@ marked delivered in the journal, which keeps it (``recall``, the floor report); 
 The relay never dies (docs/reliability.md, scenario 6): a journal that cannot record an acknowledgement
 (:class:`~daemon.journal.errors.JournalError` from ``mark_delivered``, e.g. a full disk) is logged once at
 critical (``journal_mark_failed``) and publishing goes on; the unmarked rows are published once more, with
-the same ``msg_id``, after the next reconnect or restart, and subscribers drop the duplicates. Any other
-unexpected exception is logged at critical (``relay_crashed``) and the relay starts over with backoff.
+the same ``msg_id``, after the next reconnect or restart, and subscribers drop the duplicates. A retained
+message to republish that fails its seal (:class:`~daemon.journal.errors.JournalDamaged`) is left out and
+raises one critical ``JOURNAL_DAMAGED`` alarm; the rest is published (docs/mqtt.md, "Retained topics
+after a reconnect"). Any other unexpected exception is logged at critical (``relay_crashed``) and the
+relay starts over with backoff.
 
 Commands arrive on ``{prefix}/{table}/cmd/{name}`` (bodies: :mod:`daemon.mqtt_commands`) and are answered
 ``{"ok": bool, "reason": str, "command": name}`` on the MQTT v5 Response Topic with the request's
@@ -97,9 +100,10 @@ from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from tablesense.daemon import metrics
-from tablesense.daemon.journal.errors import JournalError
+from tablesense.daemon.journal.errors import JournalDamaged, JournalError
 from tablesense.daemon.journal.store import MARK_DELAY
 from tablesense.daemon.logging import get_logger
+from tablesense.daemon.messages import AlarmMessage, encode_message
 from tablesense.daemon.mqtt_commands import (
     MAX_COMMAND_BYTES,
     MAX_REPLY_TOPIC_CHARS,
@@ -108,6 +112,7 @@ from tablesense.daemon.mqtt_commands import (
     parse_command,
     text_problem,
 )
+from tablesense.daemon.table.alarms import ALARMS, AlarmCode
 from tablesense.drivers.backoff import Backoff
 from tablesense.drivers.waits import wait_at_most
 
@@ -916,6 +921,9 @@ class Relay:
         self._recording: dict[asyncio.Future[tuple[list[JournalError | None], BaseException | None]],
                               Sequence[OutboxRowLike]] = {}
         """Acknowledged rows a worker thread is recording now, by recording (:meth:`_mark_rows`)."""
+        self._damage_alarmed: set[int] = set()
+        """``seq`` of the retained messages that failed their seal and whose ``JOURNAL_DAMAGED`` alarm the
+        broker acknowledged (0: one the journal did not name; :meth:`_republish_retained`)."""
 
     # -- public API ---------------------------------------------------------------------------------
     def notify(self, rows: Sequence[OutboxRowLike] | None = None) -> None:
@@ -1568,16 +1576,99 @@ class Relay:
         (:meth:`Journal.retained_latest`; a broker restarted without persistence lost them), never an
         older one than the broker acknowledged: a topic for which the relay holds the acknowledgement of
         a newer message that the journal may not know yet (:meth:`_held_retained`) is left as the broker
-        has it (docs/mqtt.md, "Retained topics after a reconnect"). Raises ``MqttError`` when the
-        connection fails."""
+        has it (docs/mqtt.md, "Retained topics after a reconnect").
+
+        A message that fails its seal (:class:`JournalDamaged`, e.g. a byte altered in an old block) is
+        never sent unverified: it is left out, the other topics are republished, and the outbox is
+        published as always (docs/mqtt.md, "A damaged retained message"). Each such message is logged at
+        critical (``journal_damaged_retained``) and raises one critical ``JOURNAL_DAMAGED`` alarm naming
+        its topic, ``seq`` and block, published on ``alarms`` from memory (``seq`` 0, ``alarm_id``
+        ``journal``, like the app's journal alarms) once per process: at a later connection again only
+        when the broker did not acknowledge it. Another :class:`JournalError` (the file cannot be read
+        now) is logged at error and nothing is republished on this connection. Raises ``MqttError`` when
+        the connection fails (the session ends)."""
         held = self._held_retained()
-        for row in await asyncio.to_thread(self._journal.retained_latest):
+        rows, damaged = await asyncio.to_thread(self._retained_rows)
+        for topic, seq, why in damaged:
+            if seq not in self._damage_alarmed:
+                await self._raise_journal_damaged(client, topic, seq, why)
+        for row in rows:
             topic = self.topics.for_channel(_channel_name(row.channel), row.device)
             if held.get(topic, 0) > row.row_id:
                 log.info("mqtt_retained_not_republished", topic=topic, row=row.row_id, newer=held[topic],
                          message="the broker acknowledged a newer message on this topic")
                 continue
             await self._publish_row(client, row, mark=False)
+
+    def _retained_rows(self) -> tuple[list[OutboxRowLike], list[tuple[str, int, str]]]:
+        """In a worker thread: ``(rows, damaged)``: the rows :meth:`_republish_retained` publishes, in
+        ``seq`` order, and ``(topic, seq, reason)`` for each latest delivered retained message that fails
+        its seal (``topic`` ``""`` and ``seq`` 0 when the journal does not tell which).
+
+        :meth:`Journal.retained_latest` reads all of them at once and raises :class:`JournalDamaged` for
+        the first that fails. Then each topic's latest delivered ``seq`` is taken from the journal's
+        sealed state (``Journal._state.topics``, the record ``retained_latest`` reads, complete once the
+        waiting acknowledgements are recorded with ``flush_marks``) and each message is read on its own
+        (:meth:`Journal.messages_by_seq`, verified against its block's seal), so one damaged block costs
+        only the topics whose latest message it holds."""
+        journal = self._journal
+        try:
+            return list(journal.retained_latest()), []
+        except JournalDamaged as exc:
+            failure = str(exc)
+        except JournalError as exc:
+            log.error("mqtt_retained_unreadable", error=str(exc),
+                      message="retained topics not republished on this connection; the outbox is published")
+            return [], []
+        read = getattr(journal, "messages_by_seq", None)
+        flush = getattr(journal, "flush_marks", None)
+        if read is None or flush is None:
+            return [], [("", 0, failure)]
+        try:
+            flush()  # every acknowledgement in the sealed state: an older row is never taken for the latest
+        except JournalError:
+            return [], [("", 0, failure)]
+        record = getattr(getattr(journal, "_state", None), "topics", None)
+        if not isinstance(record, tuple):
+            return [], [("", 0, failure)]
+        rows: list[OutboxRowLike] = []
+        damaged: list[tuple[str, int, str]] = []
+        for channel, device, seq in sorted(record, key=lambda t: int(t[2])):
+            try:
+                topic = self.topics.for_channel(str(channel), device)
+            except KeyError:
+                topic = f"{self.topics.base}/{channel}"
+            try:
+                rows.extend(read(int(seq), int(seq), 1))
+            except JournalDamaged as exc:
+                damaged.append((topic, int(seq), str(exc)))
+            except JournalError as exc:
+                log.error("mqtt_retained_unreadable", topic=topic, seq=seq, error=str(exc))
+        return rows, damaged
+
+    async def _raise_journal_damaged(self, client: _AckClient, topic: str, seq: int, why: str) -> None:
+        """Log at critical and publish the ``JOURNAL_DAMAGED`` alarm for the retained message ``seq`` on
+        ``topic`` that failed its seal (``why``: the journal's one line naming the block and the row);
+        recorded as raised once the broker acknowledged it (or refused it: a negative acknowledgement is
+        logged, never retried). Raises ``MqttError`` when the connection fails."""
+        what = f"retained message seq {seq} on {topic}" if seq else "a retained message"
+        text = (f"journal damaged: {what} fails its seal and is not republished; settling and delivery go on "
+                f"(run tablesense verify): {why}")
+        log.critical("journal_damaged_retained", topic=topic or None, seq=seq or None, error=why,
+                     message=text)
+        table = self.settings.table
+        alarm = AlarmMessage(
+            table=table, ts=_now_ts(), msg_id=f"{table}-{secrets.token_hex(4)}-journal-damaged",
+            alarm_id="journal", code=AlarmCode.JOURNAL_DAMAGED.value,
+            severity=ALARMS[AlarmCode.JOURNAL_DAMAGED].severity.value, text=text[:400], held=False)
+        alarms = self.topics.for_channel("alarms")
+        try:
+            await self._publish(client, alarms, encode_message(alarm), 1, False)
+        except PublishRejected as exc:
+            self.rejected += 1
+            log.error("mqtt_publish_rejected", topic=alarms, msg_id=alarm.msg_id, reason=str(exc.reason),
+                      code=exc.reason.value)
+        self._damage_alarmed.add(seq)
 
     def _held_retained(self) -> dict[str, int]:
         """Topic -> highest row id of the retained rows the broker acknowledged whose acknowledgement the

@@ -1,14 +1,18 @@
 """What the relay republishes on the retained topics after a reconnect (docs/mqtt.md, "Retained topics
-after a reconnect"), with a real journal and a real Mosquitto the test owns and restarts: a topic never
-goes back to an older message; an acknowledgement the relay could not record while another thread held
-the journal (a maintenance step, a recall or replay read) is recorded before the journal is asked for the
-latest delivered rows.
+after a reconnect"), with a real journal and a real Mosquitto the test owns and restarts:
+
+* a topic never goes back to an older message, also when the broker's acknowledgement of the newer one
+  could not be recorded yet (another thread held the journal: a maintenance step, a recall or replay read);
+* a latest delivered retained message that fails its seal (one byte altered in an old block) is never
+  sent; everything else is delivered, one critical ``JOURNAL_DAMAGED`` alarm names it, and the relay
+  does not crash (it used to crash at every connection and deliver nothing but its status).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,7 @@ from test_mqtt_relay import Subscriber, run_relay, settings, status
 from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
 from tablesense.daemon.journal import Journal
 from tablesense.daemon.mqtt import Relay
+from tablesense.drivers.events import LinkState
 
 pytestmark = pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto binary not installed")
 
@@ -106,5 +111,91 @@ async def test_retained_topic_never_goes_back_after_a_reconnect(tmp_path: Path) 
     finally:
         if holder is not None:
             holder.release()
+        journal.close()
+        broker.stop()
+
+
+def journal_with_old_device_status(directory: Path) -> tuple[int, int]:
+    """A journal whose first message is the shoe's retained ``devices/shoe`` status, followed by 4 shoes
+    of 20 rounds, everything delivered; then one byte of that first message is altered in the file (in
+    an old block, which the start-up check does not read). Returns ``(seq of the damaged message, seq of
+    the latest round state)``."""
+    traffic = Traffic()
+    journal = Journal(directory, TABLE, retention_rounds=10)
+    latest_round = 0
+    first = journal.append(*traffic.device_state("shoe", LinkState.ONLINE))
+    assert first[0].seq == 1 and first[0].retain
+    for _ in range(4):
+        steps = traffic.new_shoe() + traffic.quiet()
+        for _ in range(20):
+            steps += traffic.baccarat_round()
+        for inp, emits in steps:
+            for row in journal.append(inp, emits):
+                if str(getattr(row.channel, "value", row.channel)).lower() == "round":
+                    latest_round = row.seq
+    for row in journal.pending(100_000):
+        journal.mark_delivered(row.row_id)
+    journal.close()
+    conn = sqlite3.connect(directory / "journal.sqlite")
+    try:
+        block = conn.execute("SELECT id, unit FROM blocks WHERE first_seq <= 1 AND last_seq >= 1").fetchone()
+        if block[1]:  # archived: alter its archive unit
+            part_id, part = conn.execute("SELECT id, part FROM archive ORDER BY id LIMIT 1").fetchone()
+            altered = bytearray(part)
+            altered[len(altered) // 2] ^= 0x01
+            conn.execute("UPDATE archive SET part=? WHERE id=?", (bytes(altered), part_id))
+        else:
+            (row,) = conn.execute("SELECT row FROM outbox WHERE seq=1").fetchone()
+            altered = bytearray(row)
+            altered[-5] ^= 0x01
+            conn.execute("UPDATE outbox SET row=? WHERE seq=1", (bytes(altered),))
+        conn.commit()
+    finally:
+        conn.close()
+    return 1, latest_round
+
+
+def damage_alarms(sub: Subscriber) -> list[dict[str, Any]]:
+    return [b for t, b, _ in sub.messages if t == f"{BASE}/alarms" and b.get("code") == "JOURNAL_DAMAGED"]
+
+
+async def test_a_damaged_old_retained_message_is_left_out_and_everything_else_delivered(
+        tmp_path: Path) -> None:
+    damaged_seq, round_seq = journal_with_old_device_status(tmp_path / "j")
+    journal = Journal(tmp_path / "j", TABLE, retention_rounds=10)  # opens: the start-up check passes
+    broker = MosquittoBroker(tmp_path / "b")
+    broker.start()
+    traffic = Traffic(shoe=5)
+    try:
+        async with Subscriber(broker, f"{BASE}/#", "sub-damaged") as sub:
+            relay = Relay(settings(broker, TABLE), journal, status)
+            task = await run_relay(relay)
+            new = [row for inp, emits in traffic.new_shoe() + traffic.baccarat_round()
+                   for row in journal.append(inp, emits)]
+            relay.notify(new)
+            await sub.wait_for(lambda ms: {b.get("msg_id") for _, b, _ in ms} >= {r.msg_id for r in new},
+                               timeout=30)
+            await wait_until(lambda: journal.pending_count() == 0)
+            assert relay.crashes == 0
+            # the damaged message was never sent; the other retained topics were republished
+            assert not [b for t, b, _ in sub.messages if t == f"{BASE}/devices/shoe"]
+            assert next(b["seq"] for t, b, _ in sub.messages if t == f"{BASE}/round") == round_seq
+            (alarm,) = damage_alarms(sub)
+            assert alarm["severity"] == "critical" and alarm["seq"] == 0 and alarm["alarm_id"] == "journal"
+            assert f"seq {damaged_seq} on {BASE}/devices/shoe" in alarm["text"]
+            assert "fails its seal" in alarm["text"]
+
+            # another connection: the same damage raises no second alarm, and delivery goes on
+            broker.restart()
+            await wait_until(lambda: relay.connects >= 2)
+            more = [row for inp, emits in traffic.baccarat_round() for row in journal.append(inp, emits)]
+            relay.notify(more)
+            await sub.wait_for(lambda ms: {b.get("msg_id") for _, b, _ in ms} >= {r.msg_id for r in more},
+                               timeout=30)
+            await wait_until(lambda: journal.pending_count() == 0)
+            assert relay.crashes == 0 and len(damage_alarms(sub)) == 1
+            assert not [b for t, b, _ in sub.messages if t == f"{BASE}/devices/shoe"]
+            await relay.stop(task)
+    finally:
         journal.close()
         broker.stop()
