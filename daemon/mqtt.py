@@ -23,7 +23,10 @@ aiomqtt 2.5.1 specifics handled here:
   the attempts then alternate until one gets a CONNACK);
 * a v5 PUBACK with a reason code >= 0x80 (e.g. 0x87 Not authorized from a Mosquitto ACL) is reported by
   :class:`PublishRejected`, not taken for success: aiomqtt 2.x drops the reason code, so
-  :class:`_AckClient` records it from paho's ``on_publish`` (callback API v2), which carries it;
+  :class:`_AckClient` records it from paho's ``on_publish`` (callback API v2), which carries it; the
+  rows after a refused one are published without waiting, and it is tried again later (so it arrives
+  after them), unless it is a retained message whose topic has a newer one acknowledged: then it is
+  skipped (docs/mqtt.md, "A refused publish");
 * in-flight publishes are not failed on disconnect, so every publish has its own timeout;
 * a silently dead link (no FIN, no RST) is noticed from the receive side: no byte from the broker for
   half the keepalive sends a PINGREQ, none for :data:`DEAD_LINK_FACTOR` x keepalive closes the socket and
@@ -915,7 +918,11 @@ class Relay:
         self._last_mark = 0.0
         """``time.monotonic()`` of the last acknowledgement recorded (the mark timer waits from it)."""
         self._skipped: set[int] = set()
-        """Row ids skipped as too large and not yet marked (:meth:`_mark_rows` counts them apart)."""
+        """Row ids skipped (too large, or a retained message superseded: :meth:`_superseded`) and not yet
+        marked (:meth:`_mark_rows` counts them apart)."""
+        self._retained_acked: dict[str, int] = {}
+        """Topic -> highest row id of a retained message on it that the broker acknowledged (in this
+        process, or the journal's latest delivered one republished at a connection)."""
         self._deferred_marks: list[OutboxRowLike] = []
         """Rows the broker acknowledged, not yet recorded because the journal was busy (row order)."""
         self._recording: dict[asyncio.Future[tuple[list[JournalError | None], BaseException | None]],
@@ -1012,6 +1019,22 @@ class Relay:
                   size=len(row.payload), limit=self.settings.max_message_bytes, reason=why, action=what,
                   message=f"{row.msg_id} on {topic} not {'replayed' if what == 'replay' else 'published'}: "
                           f"{why}; the journal keeps it (tablesense recall, floor report)")
+        return True
+
+    def _superseded(self, row: OutboxRowLike, topic: str) -> bool:
+        """``True`` (logged at warning, ``mqtt_retained_superseded``) when ``row`` is a retained message
+        older than one on the same topic the broker acknowledged already (:attr:`_retained_acked`): a
+        row the broker refused (negative PUBACK) and tried again once later rows went through. Published,
+        it would take the topic back to the older message; it is skipped like a row too large and the
+        journal keeps it (``replay``, ``recall``; docs/mqtt.md, "A refused publish")."""
+        if not row.retain:
+            return False
+        newer = self._retained_acked.get(topic, 0)
+        if newer <= row.row_id:
+            return False
+        log.warning("mqtt_retained_superseded", topic=topic, msg_id=row.msg_id, row=row.row_id, newer=newer,
+                    message=f"{row.msg_id} on {topic} not published: the broker has a newer retained message "
+                            f"(row {newer}); the journal keeps it")
         return True
 
     @property
@@ -1589,6 +1612,9 @@ class Relay:
         the connection fails (the session ends)."""
         held = self._held_retained()
         rows, damaged = await asyncio.to_thread(self._retained_rows)
+        for topic, row_id in [*held.items(), *((self.topics.for_channel(_channel_name(r.channel), r.device),
+                                                 r.row_id) for r in rows)]:
+            self._retained_acked[topic] = max(self._retained_acked.get(topic, 0), row_id)
         for topic, seq, why in damaged:
             if seq not in self._damage_alarmed:
                 await self._raise_journal_damaged(client, topic, seq, why)
@@ -1790,9 +1816,10 @@ class Relay:
                         break
                     topic = self.topics.for_channel(_channel_name(row.channel), row.device)
                     after = row.row_id
-                    if self._skip_too_large(row, topic, "publish"):
-                        # never sent (the broker would drop the connection: a reconnect loop); marked
-                        # delivered in row order with the rows around it, so it is not tried again
+                    if self._skip_too_large(row, topic, "publish") or self._superseded(row, topic):
+                        # never sent (the broker would drop the connection: a reconnect loop; or it
+                        # would take a retained topic back); marked delivered in row order with the
+                        # rows around it, so it is not tried again
                         self._skipped.add(row.row_id)
                         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                         done.set_result(None)
@@ -1848,6 +1875,8 @@ class Relay:
                 fut.result()  # re-raise what paho failed it with
             else:
                 acked.append(row)
+                if row.retain and self._retained_acked.get(topic, 0) < row.row_id:
+                    self._retained_acked[topic] = row.row_id
         await self._mark_rows(acked)
         return ok
 

@@ -5,21 +5,27 @@ after a reconnect"), with a real journal and a real Mosquitto the test owns and 
   could not be recorded yet (another thread held the journal: a maintenance step, a recall or replay read);
 * a latest delivered retained message that fails its seal (one byte altered in an old block) is never
   sent; everything else is delivered, one critical ``JOURNAL_DAMAGED`` alarm names it, and the relay
-  does not crash (it used to crash at every connection and deliver nothing but its status).
+  does not crash (it used to crash at every connection and deliver nothing but its status);
+* a retained message the broker refused and that is tried again once a newer one on its topic went
+  through is skipped, not published behind it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
 import aiomqtt
+import paho.mqtt.client as paho
 import pytest
 from journal_support import TABLE, Traffic
+from paho.mqtt.enums import CallbackAPIVersion
 from test_mqtt_relay import Subscriber, run_relay, settings, status
 
 from tablesense.daemon.broker import MosquittoBroker, mosquitto_binary
@@ -50,6 +56,28 @@ async def retained(broker: MosquittoBroker, topic: str) -> dict[str, Any] | None
         except TimeoutError:
             return None
     return None
+
+
+def publish_allowed(broker: MosquittoBroker, topic: str) -> bool:
+    """Whether the broker acknowledges a QoS 1 publish on ``topic`` positively (its ACL allows it)."""
+    reasons: list[Any] = []
+    done = threading.Event()
+    c = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+
+    def on_publish(_c: Any, _u: Any, _mid: int, reason: Any, _p: Any) -> None:
+        reasons.append(reason)
+        done.set()
+
+    c.on_publish = on_publish
+    c.connect(broker.host, broker.port)
+    c.loop_start()
+    try:
+        c.publish(topic, b"{}", qos=1)
+        assert done.wait(10)
+    finally:
+        c.disconnect()
+        c.loop_stop()
+    return not reasons[0].is_failure
 
 
 class JournalHolder:
@@ -196,6 +224,46 @@ async def test_a_damaged_old_retained_message_is_left_out_and_everything_else_de
             assert relay.crashes == 0 and len(damage_alarms(sub)) == 1
             assert not [b for t, b, _ in sub.messages if t == f"{BASE}/devices/shoe"]
             await relay.stop(task)
+    finally:
+        journal.close()
+        broker.stop()
+
+
+async def test_a_refused_retained_message_is_never_published_behind_a_newer_one(tmp_path: Path) -> None:
+    """The broker refuses a retained ``round`` message (ACL: 0x87), then allows the topic again (ACL
+    reloaded) and acknowledges a newer one; the refused one, tried again at the next connection, is
+    skipped instead of taking the topic back (docs/mqtt.md, "A refused publish")."""
+    acl = tmp_path / "acl"
+    acl.write_text(f"topic readwrite #\ntopic deny {BASE}/round\ntopic deny {BASE}/probe\n")
+    broker = MosquittoBroker(tmp_path / "b", acl_file=str(acl))
+    broker.start()
+    journal = Journal(tmp_path / "j", TABLE)
+    try:
+        relay = Relay(settings(broker, TABLE), journal, status, retry_rejected_after=3600.0)
+        task = await run_relay(relay)
+        traffic = Traffic()
+        (refused,) = [row for inp, emits in traffic.new_shoe() for row in journal.append(inp, emits)]
+        relay.notify([refused])
+        await wait_until(lambda: relay.rejected >= 1)
+
+        acl.write_text("topic readwrite #\n")
+        assert broker.pid is not None
+        os.kill(broker.pid, signal.SIGHUP)  # Mosquitto reloads its ACL file
+        for _ in range(500):
+            if await asyncio.to_thread(publish_allowed, broker, f"{BASE}/probe"):
+                break
+        assert await asyncio.to_thread(publish_allowed, broker, f"{BASE}/probe")
+        inp, emits = traffic.baccarat_round()[1]  # round: dealing, newer
+        newer = journal.append(inp, emits)
+        relay.notify(newer)
+        await wait_until(lambda: journal.pending_count() == 1)  # the newer one went through
+        assert (await retained(broker, f"{BASE}/round") or {}).get("seq") == newer[0].seq
+
+        broker.restart()  # the next connection tries the refused one again
+        await wait_until(lambda: relay.connects >= 2 and journal.pending_count() == 0)
+        assert (await retained(broker, f"{BASE}/round") or {}).get("seq") == newer[0].seq
+        assert refused.seq < newer[0].seq and relay.crashes == 0
+        await relay.stop(task)
     finally:
         journal.close()
         broker.stop()
