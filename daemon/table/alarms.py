@@ -115,7 +115,9 @@ ALARMS: dict[AlarmCode, AlarmSpec] = {
     AlarmCode.JOURNAL_DAMAGED: AlarmSpec(
         Severity.CRITICAL, True, False,
         "the journal failed its integrity check at start: tablesense applies no device input and settles "
-        "nothing until an authorised person moves the file aside and restarts (raised by the app)"),
+        "nothing until an authorised person moves the file aside and restarts (raised by the app); or, "
+        "raised by the MQTT relay without a hold, an old retained message failed its seal when it was "
+        "to be republished: it is left out, everything else is delivered (docs/mqtt.md)"),
     AlarmCode.DUPLICATE_INSTANCE: AlarmSpec(
         Severity.CRITICAL, False, False,
         "a second tablesense instance for this table (same table id, e.g. a spare controller left "
