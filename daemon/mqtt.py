@@ -1633,8 +1633,8 @@ class Relay:
 
         :meth:`Journal.retained_latest` reads all of them at once and raises :class:`JournalDamaged` for
         the first that fails. Then each topic's latest delivered ``seq`` is taken from the journal's
-        sealed state (``Journal._state.topics``, the record ``retained_latest`` reads, complete once the
-        waiting acknowledgements are recorded with ``flush_marks``) and each message is read on its own
+        sealed state (:meth:`Journal.retained_topics`, the record ``retained_latest`` reads, complete once
+        the waiting acknowledgements are recorded with ``flush_marks``) and each message is read on its own
         (:meth:`Journal.messages_by_seq`, verified against its block's seal), so one damaged block costs
         only the topics whose latest message it holds."""
         journal = self._journal
@@ -1654,9 +1654,10 @@ class Relay:
             flush()  # every acknowledgement in the sealed state: an older row is never taken for the latest
         except JournalError:
             return [], [("", 0, failure)]
-        record = getattr(getattr(journal, "_state", None), "topics", None)
-        if not isinstance(record, tuple):
+        topics = getattr(journal, "retained_topics", None)
+        if topics is None:
             return [], [("", 0, failure)]
+        record = topics()
         rows: list[OutboxRowLike] = []
         damaged: list[tuple[str, int, str]] = []
         for channel, device, seq in sorted(record, key=lambda t: int(t[2])):

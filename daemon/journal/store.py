@@ -1253,6 +1253,14 @@ class Journal:
                     topics[key] = max(topics.get(key, 0), int(seq))
             return self._rows(sorted(topics.values()))
 
+    def retained_topics(self) -> tuple[tuple[str, str | None, int], ...]:
+        """``(channel, device, seq)`` of the latest delivered message of every retained topic, as the
+        sealed state records it (acknowledgements not recorded yet are not in it: :meth:`flush_marks`
+        first). For reading those messages one at a time (:meth:`messages_by_seq`) when
+        :meth:`retained_latest` fails on one of them."""
+        with self._lock:
+            return tuple(self._state.topics)
+
     def messages_by_seq(self, from_seq: int, to_seq: int, limit: int = 10_000) -> list[OutboxRow]:
         """The journaled messages with ``from_seq <= seq <= to_seq`` (at most ``limit``), delivered or not,
         in ``seq`` order, for replay by ``seq``: the stored payload bytes, original ``seq`` and ``msg_id``.
