@@ -851,7 +851,7 @@ class App:
             # a restarted device resends nothing of its old session: what of it is held back (received
             # intact, kept, never dropped: docs/protocol.md §3) is applied now, before the restart, the
             # first with the gap, as when no resend comes (:meth:`_release_held`)
-            await self._release_held(device, acks)
+            await self._release_held(device, acks, "the device restarted (its old session resends nothing)")
             if device in self._failed or device in self._waits:  # not journaled: the restart waits too
                 self._keep_held(device, (item,), self._clock())
                 return False
@@ -884,17 +884,18 @@ class App:
         if wait is not None and not wait.held:
             self._waits.pop(device, None)
 
-    async def _release_held(self, device: str, acks: set[str]) -> bool:
-        """The awaited frame did not come: a frame whose journaling failed is applied first (it was
-        received intact), then what was held back, in the order it came; a frame still missing makes
-        the first of them carry the gap (``SEQUENCE_GAP``)."""
+    async def _release_held(self, device: str, acks: set[str], why: str = "no resend came") -> bool:
+        """The awaited frame did not come (``why``, logged: no resend in time, or the device restarted):
+        a frame whose journaling failed is applied first (it was received intact), then what was held
+        back, in the order it came; a frame still missing makes the first of them carry the gap
+        (``SEQUENCE_GAP``)."""
         failed = self._failed.pop(device, None)
         wait = self._waits.pop(device, None)
         frames = ([failed[0]] if failed is not None else []) + (list(wait.held.values()) if wait else [])
         if not frames or self.machine is None:
             return False
         log.warning("device_frames_released", device=device, frames=len(frames),
-                    message=f"{device}: no resend came; {len(frames)} frame(s) applied as received"
+                    message=f"{device}: {why}; {len(frames)} frame(s) applied as received"
                             + ("" if failed is not None else ", the first with the gap (SEQUENCE_GAP)"))
         applied = False
         for i, ev in enumerate(frames):  # in the order they came: the device sends in order
