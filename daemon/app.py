@@ -847,10 +847,15 @@ class App:
             if len(wait.held) < RESEND_WINDOW:
                 return False
             return await self._release_held(device, acks)  # as many as a device can resend: no use waiting
-        if restart and not restarting and (failed is not None or wait is not None):
-            # a restarted device resends nothing of its old session: what of it is held back (received
-            # intact, kept, never dropped: docs/protocol.md §3) is applied now, before the restart, the
-            # first with the gap, as when no resend comes (:meth:`_release_held`)
+        # the resend of a restart's identity frame that could not be journaled: it goes first, then
+        # the frames of its session held behind it (:meth:`_drain`)
+        resent_restart = (restarting and failed is not None and isinstance(item, DeviceIdentity)
+                          and item.session == getattr(failed[0], "session", None))
+        if restart and not resent_restart and (failed is not None or wait is not None):
+            # a restarted device resends nothing of its old session (or of a session whose own restart
+            # could not be journaled yet): what of it is held back (received intact, kept, never
+            # dropped: docs/protocol.md §3) is applied now, before the restart, the first with the gap,
+            # as when no resend comes (:meth:`_release_held`)
             await self._release_held(device, acks, "the device restarted (its old session resends nothing)")
             if device in self._failed or device in self._waits:  # not journaled: the restart waits too
                 self._keep_held(device, (item,), self._clock())

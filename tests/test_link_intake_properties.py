@@ -344,3 +344,20 @@ TestIntake.settings = settings(max_examples=int(os.environ.get("TABLESENSE_INTAK
                                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 """100 random runs in the suite (10-20 s); ``TABLESENSE_INTAKE_EXAMPLES=500`` for a longer
 campaign (with ``-p no:timeout``)."""
+
+
+def test_a_second_restart_while_the_first_could_not_be_journaled_is_taken_in_its_own_session() -> None:
+    """Found by this machine: the first restart's identity frame failed to journal, a heartbeat of that
+    session was held behind it, then the device restarted again. The held heartbeat was applied after
+    the second restart's identity, so the host acknowledged sequence 1 of the new session, which had
+    sent only 0: the device resent its identity for ever and every resend was dropped. The first
+    restart's frames now go first (received intact, docs/protocol.md §3), then the second restart."""
+    state = Intake()
+    state.setup(seed=0)
+    state.journal_write_fails()
+    state.device_restart()
+    state.heartbeat()
+    state.device_restart()
+    state.each_card_exactly_once_or_its_loss_held_on_record()
+    state.machine_equals_its_journal_replay()
+    state.teardown()  # asserts the device has nothing left unacknowledged
