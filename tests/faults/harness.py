@@ -41,6 +41,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from tablesense.daemon.broker import MosquittoBroker
+from tablesense.daemon.cli import UsageError
 from tablesense.daemon.commands.settle import settle_document
 from tablesense.daemon.config import TableConfig, parse_config
 from tablesense.simulators.dealer import DealtRound, SimTable, sim_config_toml
@@ -363,6 +364,26 @@ def settlement_key(body: dict[str, Any], baccarat: bool) -> tuple[Any, ...]:
     return (where, body["bet"], body["hand"], *(body[f] for f in _FIELDS))
 
 
+def expected_two_card_settlements(sim: SimTable, rnd: DealtRound) -> list[tuple[Any, ...]]:
+    """For a baccarat coup cut short after its 4th card, before the round was complete: the settlements
+    of its two-card wagers (Perfect Pairs, House Money: decided by each hand's first two cards, 58 Pa.
+    Code § 627c.1 and § 631a.8), which the daemon settles at the 4th card. ``tablesense settle`` takes only
+    complete coups, so the first four cards are followed by filler cards until the third-card rule is
+    satisfied; the two-card wagers never look past the 4th card."""
+    req = sim.settle_request(rnd)
+    req["wagers"] = [w for w in req["wagers"] if w["bet"] in ("perfect_pairs", "house_money")]
+    if not req["wagers"]:
+        return []
+    first_four = req["cards"][:4]
+    for filler in ([], ["2C"], ["2C", "2D"]):
+        try:
+            out = settle_document(json.dumps({**req, "cards": first_four + filler}))["wagers"]
+        except UsageError:
+            continue
+        return sorted((w["spot"], w["bet"], w["hand"], *(w[f] for f in _FIELDS)) for w in out)
+    raise AssertionError(f"no filler completes a coup starting {first_four}")
+
+
 def expected_settlements(sim: SimTable, rnd: DealtRound) -> list[tuple[Any, ...]]:
     """The settlements ``tablesense settle`` computes for the cards and wagers the simulators dealt."""
     out = settle_document(json.dumps(sim.settle_request(rnd)))["wagers"]
@@ -476,7 +497,12 @@ class Rig:
             # a baccarat coup cut short before its fourth card has decided no wager (the pair wagers are
             # decided by the first two cards of each hand), so nothing may have been settled for it
             decided = len(partial.cards) >= 4 if baccarat else bool(partial.cards)
-            exp_p = Counter(expected_settlements(self.sim, partial)) if decided else Counter()
+            exp_p = Counter()
+            if decided:
+                try:
+                    exp_p = Counter(expected_settlements(self.sim, partial))
+                except UsageError:  # cut short before the round's last card: only its two-card wagers
+                    exp_p = Counter(expected_two_card_settlements(self.sim, partial))
             for key in list(got_settle):
                 got_p = Counter(got_settle.pop(key))
                 wrong += sum((got_p - exp_p).values())
